@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import math
 import time
 from typing import Protocol, runtime_checkable
@@ -47,32 +49,67 @@ class SystemClock:
 
 
 class FakeClock:
-    """Virtual time for tests: ``sleep`` advances the clock instead of waiting.
+    """Virtual time for tests: sleeping tasks wake in deadline order, instantly.
 
-    Sleeping moves ``now`` to at least ``now + seconds`` and yields to the event
-    loop once, so concurrent tasks interleave as they would in real time while a
-    test of hours of throttling runs in milliseconds.
+    ``sleep`` parks the task until the virtual clock reaches its deadline. When
+    every task of the event loop is parked, the clock jumps to the earliest
+    deadline and wakes that task, so tests of hours of throttling run in
+    milliseconds and concurrent tasks interleave as they would in real time.
+    It assumes the loop does no real I/O (use in-memory gates and transports).
 
     >>> clock = FakeClock(start=100.0)
-    >>> asyncio.run(clock.sleep(2.5)); clock.now()
+    >>> async def two_sleepers():
+    ...     await asyncio.gather(clock.sleep(2.5), clock.sleep(1.0))
+    >>> asyncio.run(two_sleepers()); clock.now()
     102.5
     """
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
         self._now = float(start)
+        self._waiters: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+        self._advancer: asyncio.Task[None] | None = None
         self.slept: list[float] = []
 
     def now(self) -> float:
         return self._now
 
     def advance(self, seconds: float) -> None:
+        """Move time forward by hand (for code that only reads the clock)."""
         self._now += clamp_wait(seconds)
 
     async def sleep(self, seconds: float) -> None:
         seconds = clamp_wait(seconds)
         self.slept.append(seconds)
-        self._now += seconds
-        await asyncio.sleep(0)
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        heapq.heappush(self._waiters, (self._now + seconds, next(self._seq), future))
+        if self._advancer is None or self._advancer.done():
+            self._advancer = loop.create_task(self._advance())
+        await future
+
+    async def _advance(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._waiters:
+            await _until_idle(loop)
+            if not self._waiters:
+                return
+            deadline, _, future = heapq.heappop(self._waiters)
+            self._now = max(self._now, deadline)
+            if not future.done():
+                future.set_result(None)
 
     def __repr__(self) -> str:
         return f"FakeClock(now={self._now!r})"
+
+
+async def _until_idle(loop: asyncio.AbstractEventLoop, max_yields: int = 10_000) -> None:
+    """Yield until no other callback is ready to run (every task is parked)."""
+    for _ in range(max_yields):
+        await asyncio.sleep(0)
+        ready = getattr(loop, "_ready", None)  # CPython's queue of runnable callbacks
+        if ready is not None and len(ready) == 0:
+            return

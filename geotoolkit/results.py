@@ -80,8 +80,8 @@ def query_from_value(value: object) -> Query | str:
     Returns a reason string instead when the value can never be geocoded:
     ``None``, NaN, empty or whitespace-only text, non-strings.
 
-    >>> query_from_value("  Vaduz ")
-    Query(text='Vaduz', housenumber=None, street=None, city=None, county=None, state=None, postalcode=None, country=None)
+    >>> query_from_value("  Vaduz ").text
+    'Vaduz'
     >>> query_from_value(float("nan"))
     'missing address'
     >>> query_from_value(42)

@@ -1,0 +1,264 @@
+"""The one engine: async, gated, rate-aware, written once for every front end."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+import httpx
+
+from geotoolkit import http
+from geotoolkit.clock import Clock, SystemClock
+from geotoolkit.errors import (
+    ConfigurationError,
+    GeotoolkitError,
+    ProviderUnavailableError,
+    RateLimitError,
+)
+from geotoolkit.gate.base import Gate
+from geotoolkit.policy import Backoff, RatePolicy
+from geotoolkit.progress import (
+    BatchFinished,
+    BatchStarted,
+    Event,
+    ItemFinished,
+    ProgressSink,
+    Throttled,
+)
+from geotoolkit.providers.base import Provider
+from geotoolkit.results import Failure, Outcome, Query, with_attempts
+
+__all__ = ["Engine", "ResultStore"]
+
+log = logging.getLogger("geotoolkit.engine")
+T = TypeVar("T")
+
+
+class ResultStore(Protocol):
+    """Where settled outcomes persist (cache and checkpoint), keyed by cache key."""
+
+    blocking: bool
+
+    def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]: ...
+
+    def put(self, key: str, outcome: Outcome) -> None: ...
+
+
+class _Stop(Exception):
+    """Internal: another worker hit an error that stops the batch."""
+
+
+class Engine:
+    """Geocode queries through a provider, paced by a fleet gate.
+
+    Every input gets exactly one outcome, in input order. Distinct queries (after
+    normalisation) are sent once; settled ones found in ``store`` are not sent.
+    Before every attempt the engine reserves a slot with ``gate.acquire``; after
+    a 429/503 it publishes ``gate.pause(wait)`` *before* sleeping, where
+    ``wait = backoff.wait(attempt, retry_after)``. Authentication and quota
+    errors stop the batch (finished outcomes are already in ``store``). With
+    ``max_wait_seconds``, a wait longer than that budget raises
+    ``RateLimitError(retry_after=...)`` instead of sleeping.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        gate: Gate,
+        rate: RatePolicy,
+        backoff: Backoff | None = None,
+        concurrency: int = 4,
+        max_attempts: int = 6,
+        clock: Clock | None = None,
+        timeout: httpx.Timeout | float | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        progress: ProgressSink | None = None,
+        store: ResultStore | None = None,
+        max_wait_seconds: float | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigurationError(f"concurrency must be a positive integer, got {concurrency!r}")
+        if not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigurationError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+        if max_wait_seconds is not None and not max_wait_seconds >= 0:
+            raise ConfigurationError("max_wait_seconds must be >= 0")
+        self.provider, self.gate, self.rate = provider, gate, rate
+        self.backoff = backoff or Backoff()
+        self.concurrency, self.max_attempts = concurrency, max_attempts
+        self.clock = clock or SystemClock()
+        self.timeout, self.transport = timeout, transport
+        self.progress, self.store = progress, store
+        self.max_wait_seconds = max_wait_seconds
+        self.rng = rng or random.Random()
+        self._error: BaseException | None = None
+        self._client: httpx.AsyncClient
+
+    # -- the batch -------------------------------------------------------------
+
+    async def run(self, items: Sequence[Query | str]) -> list[Outcome]:
+        """Settle ``items``: a Query each, or a reason string for unusable input."""
+        async with http.make_client(concurrency=self.concurrency, timeout=self.timeout,
+                                    transport=self.transport) as client:
+            self._client = client
+            return await self._run(items)
+
+    async def _run(self, items: Sequence[Query | str]) -> list[Outcome]:
+        started = self.clock.now()
+        results: list[Outcome | None] = [None] * len(items)
+        groups, queries = self._group(items, results)
+        cached = await self._lookup(list(groups))
+        self._emit(BatchStarted(total=len(items), unique=len(groups), cached=len(cached),
+                                rate=self.rate.rate, host=self.provider.host, at=started))
+        for outcome in results:
+            if outcome is not None:
+                self._emit(ItemFinished(status=outcome.status, attempts=0, at=started))
+        for key, outcome in cached.items():
+            self._settled(key, outcome, groups, results, cached=True)
+        pending = iter([(k, queries[k]) for k in groups if k not in cached])
+        self._error = None
+        try:
+            await self._work(pending, groups, results)
+        except BaseException as exc:
+            self._finish(results, started, exc)
+            raise
+        self._finish(results, started, self._error)
+        if self._error is not None:
+            raise self._error
+        return [r for r in results if r is not None]
+
+    def _group(
+        self, items: Sequence[Query | str], results: list[Outcome | None]
+    ) -> tuple[dict[str, list[int]], dict[str, Query]]:
+        groups: dict[str, list[int]] = {}
+        queries: dict[str, Query] = {}
+        namespace = self.provider.cache_namespace()
+        for index, item in enumerate(items):
+            if isinstance(item, str):
+                results[index] = Failure(reason=item, error="InvalidInput",
+                                         provider=self.provider.name)
+                continue
+            key = f"{namespace}:{item.key()}"
+            groups.setdefault(key, []).append(index)
+            queries.setdefault(key, item)
+        return groups, queries
+
+    async def _lookup(self, keys: list[str]) -> dict[str, Outcome]:
+        if self.store is None or not keys:
+            return {}
+        return dict(await self._call(self.store.blocking, self.store.get_many, keys))
+
+    async def _work(self, pending: Iterator[tuple[str, Query]],
+                    groups: dict[str, list[int]], results: list[Outcome | None]) -> None:
+        async def worker() -> None:
+            for key, query in pending:
+                if self._error is not None:
+                    return
+                try:
+                    outcome = await self._settle(query)
+                except _Stop:
+                    return
+                except GeotoolkitError as exc:  # stops the batch: auth, quota, budget, gate
+                    if self._error is None:
+                        self._error = exc
+                    return
+                if self.store is not None and not isinstance(outcome, Failure):
+                    await self._call(self.store.blocking, self.store.put, key, outcome)
+                self._settled(key, outcome, groups, results)
+
+        await asyncio.gather(*(worker() for _ in range(self.concurrency)))
+
+    def _settled(self, key: str, outcome: Outcome, groups: dict[str, list[int]],
+                 results: list[Outcome | None], *, cached: bool = False) -> None:
+        for index in groups[key]:
+            results[index] = outcome
+        self._emit(ItemFinished(status=outcome.status, rows=len(groups[key]),
+                                attempts=0 if cached else outcome.attempts, cached=cached,
+                                at=self.clock.now()))
+
+    def _finish(self, results: list[Outcome | None], started: float,
+                error: BaseException | None) -> None:
+        counts = {"matched": 0, "no_match": 0, "failed": 0}
+        for r in results:
+            if r is not None:
+                counts[r.status] += 1
+        now = self.clock.now()
+        interrupted = isinstance(error, asyncio.CancelledError | KeyboardInterrupt)
+        self._emit(BatchFinished(
+            matched=counts["matched"], no_match=counts["no_match"], failed=counts["failed"],
+            elapsed_seconds=now - started, interrupted=interrupted, at=now,
+            error=None if error is None or interrupted else f"{type(error).__name__}: {error}"))
+
+    # -- one query -------------------------------------------------------------
+
+    async def _settle(self, query: Query) -> Outcome:
+        request = self.provider.build_request(query)
+        last: GeotoolkitError | None = None
+        for attempt in range(1, self.max_attempts + 1):
+            await self._wait_for_slot()
+            try:
+                response = await http.send(self._client, request, self.provider.name)
+                return with_attempts(self.provider.parse_response(query, response), attempt)
+            except RateLimitError as exc:
+                last = exc
+                wait = self.backoff.wait(attempt, exc.retry_after, self.rng)
+                await self._call(self.gate.blocking, self.gate.pause, self.provider.gate_key, wait)
+                self._emit(Throttled(
+                    wait_seconds=wait, host=self.provider.host, status_code=exc.status_code,
+                    cause="retry-after" if exc.retry_after is not None else "backoff",
+                    retry_after=exc.retry_after, at=self.clock.now()))
+            except ProviderUnavailableError as exc:
+                last = exc
+                wait = self.backoff.delay(attempt, self.rng)
+            if attempt < self.max_attempts:
+                self._check_budget(wait)
+                await self.clock.sleep(wait)
+        return Failure(reason=f"gave up after {self.max_attempts} attempts: {last}",
+                       error=type(last).__name__, provider=self.provider.name,
+                       attempts=self.max_attempts)
+
+    async def _wait_for_slot(self) -> None:
+        """Reserve a send slot on the gate and wait for it; recheck pauses after waiting."""
+        key, interval, horizon = self.provider.gate_key, self.rate.interval, self.rate.horizon_seconds
+        blocking = self.gate.blocking
+        while True:
+            if self._error is not None:
+                raise _Stop
+            wait = await self._call(blocking, self.gate.acquire, key, interval, horizon)
+            if wait <= 0:
+                return
+            self._check_budget(wait)
+            await self.clock.sleep(wait)
+            if wait > horizon:
+                continue  # nothing was reserved: ask again
+            state = await self._call(blocking, self.gate.state, key)
+            if state.pause_remaining <= 0:
+                return  # a pause published while we slept voids the reservation
+
+    def _check_budget(self, wait: float) -> None:
+        if self.max_wait_seconds is not None and wait > self.max_wait_seconds:
+            raise RateLimitError(
+                f"{self.provider.host} asks to wait {wait:.1f} s, more than "
+                f"max_wait_seconds={self.max_wait_seconds:g}",
+                retry_after=wait, provider=self.provider.name)
+
+    # -- plumbing --------------------------------------------------------------
+
+    @staticmethod
+    async def _call(blocking: bool, fn: Callable[..., T], *args: Any) -> T:
+        if blocking:
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
+
+    def _emit(self, event: Event) -> None:
+        if self.progress is None:
+            return
+        try:
+            self.progress(event)
+        except Exception:  # a broken renderer must not break the batch
+            log.exception("progress sink failed on %s", type(event).__name__)
+

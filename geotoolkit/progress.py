@@ -1,0 +1,113 @@
+"""Progress events: past-tense facts the engine emits and front ends render.
+
+The engine never knows who listens: a notebook widget, a terminal line, JSON
+lines, or nothing. Sinks are plain callables taking one event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "BatchFinished",
+    "BatchStarted",
+    "Event",
+    "ItemFinished",
+    "ProgressSink",
+    "Tally",
+    "Throttled",
+]
+
+
+@dataclass(frozen=True)
+class BatchStarted:
+    """A batch began: ``total`` rows, ``unique`` distinct queries, ``cached`` already settled."""
+
+    total: int
+    unique: int
+    cached: int = 0
+    rate: float | None = None
+    host: str = ""
+    at: float = 0.0
+
+
+@dataclass(frozen=True)
+class ItemFinished:
+    """One distinct query settled, covering ``rows`` input rows."""
+
+    status: Literal["matched", "no_match", "failed"]
+    rows: int = 1
+    attempts: int = 1
+    cached: bool = False
+    at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Throttled:
+    """The fleet paused: ``cause`` is "retry-after" (the server said so) or "backoff"."""
+
+    wait_seconds: float
+    cause: Literal["retry-after", "backoff", "fleet pacing"]
+    host: str = ""
+    status_code: int | None = None
+    retry_after: float | None = None
+    at: float = 0.0
+
+
+@dataclass(frozen=True)
+class BatchFinished:
+    """The batch ended: counts per status, and the error that stopped it, if any."""
+
+    matched: int
+    no_match: int
+    failed: int
+    elapsed_seconds: float
+    error: str | None = None
+    interrupted: bool = False
+    at: float = 0.0
+
+
+Event = BatchStarted | ItemFinished | Throttled | BatchFinished
+ProgressSink = Callable[[Event], None]
+
+
+@dataclass
+class Tally:
+    """Running counts built from events; shared by every renderer."""
+
+    total: int = 0
+    done: int = 0
+    matched: int = 0
+    no_match: int = 0
+    failed: int = 0
+    throttles: int = 0
+    started_at: float = 0.0
+    last_at: float = 0.0
+    finished: BatchFinished | None = None
+    last_throttle: Throttled | None = None
+    rate: float | None = None
+    host: str = ""
+
+    def update(self, event: Event) -> None:
+        self.last_at = max(self.last_at, event.at)
+        if isinstance(event, BatchStarted):
+            self.total, self.started_at = event.total, event.at
+            self.rate, self.host = event.rate, event.host
+        elif isinstance(event, ItemFinished):
+            self.done += event.rows
+            setattr(self, event.status, getattr(self, event.status) + event.rows)
+        elif isinstance(event, Throttled):
+            self.throttles += 1
+            self.last_throttle = event
+        else:
+            self.finished = event
+
+    def rows_per_second(self) -> float:
+        elapsed = self.last_at - self.started_at
+        return self.done / elapsed if elapsed > 0 else 0.0
+
+    def eta_seconds(self) -> float | None:
+        speed = self.rows_per_second()
+        return (self.total - self.done) / speed if speed > 0 else None

@@ -1,0 +1,68 @@
+"""Progress renderers outside notebooks: one text line on a terminal, or JSON lines."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from typing import TextIO
+
+from geotoolkit.progress import BatchFinished, Event, Tally, Throttled
+
+__all__ = ["JsonLinesProgress", "TextProgress", "summary_line"]
+
+
+def summary_line(tally: Tally) -> str:
+    """One line: counts, rate and how the run ended."""
+    end = tally.finished
+    elapsed = end.elapsed_seconds if end else tally.last_at - tally.started_at
+    state = "interrupted" if end and end.interrupted else (f"stopped: {end.error}" if end and end.error
+                                                           else "done")
+    return (f"{tally.done}/{tally.total} rows: {tally.matched} matched, {tally.no_match} no match, "
+            f"{tally.failed} failed; {tally.throttles} throttled; {elapsed:.1f} s; {state}")
+
+
+class TextProgress:
+    """Rewrites one status line on a terminal, at most ``max_hz`` times a second."""
+
+    def __init__(self, stream: TextIO | None = None, *, max_hz: float = 10.0) -> None:
+        self.stream = stream or sys.stderr
+        self.tally = Tally()
+        self._min_gap = 1.0 / max_hz
+        self._last = 0.0
+
+    def __call__(self, event: Event) -> None:
+        self.tally.update(event)
+        now = time.monotonic()
+        final = isinstance(event, BatchFinished)
+        if not final and now - self._last < self._min_gap:
+            return
+        self._last = now
+        self.stream.write("\r" + self._line() + ("\n" if final else ""))
+        self.stream.flush()
+
+    def _line(self) -> str:
+        t = self.tally
+        if t.finished is not None:
+            return summary_line(t)
+        pct = 100.0 * t.done / t.total if t.total else 100.0
+        eta = t.eta_seconds()
+        line = f"geocoding {t.done}/{t.total} ({pct:.0f}%) {t.rows_per_second():.1f} rows/s"
+        line += f" ETA {eta:.0f} s" if eta is not None else ""
+        throttle = t.last_throttle
+        if isinstance(throttle, Throttled) and t.last_at - throttle.at < throttle.wait_seconds:
+            line += f" | paused {throttle.wait_seconds:.0f} s ({throttle.cause} from {throttle.host})"
+        return line + " " * 4
+
+
+class JsonLinesProgress:
+    """One JSON object per event, with its type name under ``event``."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stderr
+
+    def __call__(self, event: Event) -> None:
+        record = {"event": type(event).__name__, **dataclasses.asdict(event)}
+        self.stream.write(json.dumps(record) + "\n")
+        self.stream.flush()

@@ -1,0 +1,222 @@
+"""The engine on a fake clock: hours of throttling checked in milliseconds.
+
+The HTTP side is an injected httpx transport (no network, no mock library): a
+small handler that answers like Nominatim and records the virtual send times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from geotoolkit import (
+    AuthenticationError,
+    Backoff,
+    FakeClock,
+    Failure,
+    Match,
+    MemoryGate,
+    NoMatch,
+    Query,
+    RateLimitError,
+    RatePolicy,
+)
+from geotoolkit.engine import Engine
+from geotoolkit.progress import BatchFinished, Event, Throttled
+from geotoolkit.providers import Nominatim
+
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+class Recorder:
+    """Answers each request with ``respond`` and logs (virtual time, q)."""
+
+    def __init__(self, clock: FakeClock, respond: Handler | None = None) -> None:
+        self.clock = clock
+        self.sent: list[tuple[float, str]] = []
+        self.respond = respond or self.match
+
+    @staticmethod
+    def match(request: httpx.Request) -> httpx.Response:
+        q = request.url.params["q"]
+        if "nowhere" in q:
+            return httpx.Response(200, json=[])
+        return httpx.Response(200, json=[{"lat": "47.1", "lon": f"9.{len(q)}", "display_name": q}])
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.sent.append((self.clock.now(), request.url.params.get("q", "")))
+        return self.respond(request)
+
+
+def make_engine(clock: FakeClock, recorder: Recorder, **kwargs: object) -> Engine:
+    provider = Nominatim("http://sim.test", user_agent="geotoolkit-tests/1.0")
+    options: dict[str, object] = {
+        "gate": MemoryGate(clock=clock), "rate": RatePolicy(rate=1.0, safety_margin=0.0),
+        "clock": clock, "transport": httpx.MockTransport(recorder), "rng": random.Random(0),
+        "concurrency": 4,
+    }
+    options.update(kwargs)
+    return Engine(provider, **options)  # type: ignore[arg-type]
+
+
+def run(engine: Engine, items: list[Query | str]) -> list:  # type: ignore[type-arg]
+    return asyncio.run(engine.run(items))
+
+
+def queries(n: int) -> list[Query | str]:
+    return [Query(text=f"Street {i}, Vaduz") for i in range(n)]
+
+
+def test_ten_queries_at_one_per_second_take_nine_virtual_seconds() -> None:
+    clock = FakeClock(start=1000.0)
+    recorder = Recorder(clock)
+    outcomes = run(make_engine(clock, recorder), queries(10))
+    times = sorted(t for t, _ in recorder.sent)
+    assert len(outcomes) == 10 and all(isinstance(o, Match) for o in outcomes)
+    assert times[-1] - times[0] == pytest.approx(9.0)
+    assert all(b - a >= 1.0 - 1e-9 for a, b in zip(times, times[1:], strict=False))
+
+
+def test_results_come_back_in_input_order_one_per_input() -> None:
+    clock = FakeClock()
+    items: list[Query | str] = [Query(text="A st"), "empty address", Query(text="nowhere 1"),
+                                Query(text="a  ST"), Query(text="Bb st")]
+    outcomes = run(make_engine(clock, Recorder(clock), concurrency=3), items)
+    assert [o.status for o in outcomes] == ["matched", "failed", "no_match", "matched", "matched"]
+    assert outcomes[0] == outcomes[3]  # the same address after normalisation
+    assert outcomes[1].reason == "empty address" and outcomes[1].attempts == 0
+
+
+def test_duplicates_are_sent_once() -> None:
+    clock = FakeClock()
+    recorder = Recorder(clock)
+    run(make_engine(clock, recorder), [Query(text="Same St 1")] * 5 + [Query(text="same st 1 ")])
+    assert len(recorder.sent) == 1
+
+
+def test_retry_after_30_pauses_every_concurrent_task() -> None:
+    clock = FakeClock(start=0.0)
+    state = {"throttled": False}
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        if request.url.params["q"] == "Street 2, Vaduz" and not state["throttled"]:
+            state["throttled"] = True
+            return httpx.Response(429, headers={"Retry-After": "30"})
+        return Recorder.match(request)
+
+    recorder = Recorder(clock, respond)
+    events: list[Event] = []
+    backoff = Backoff(initial_seconds=1.0, jitter=0.0)
+    outcomes = run(make_engine(clock, recorder, backoff=backoff, progress=events.append),
+                   queries(8))
+    assert all(isinstance(o, Match) for o in outcomes)
+    times = [t for t, _ in recorder.sent]
+    throttled_at = times[2]
+    after = [t for t in times if t > throttled_at]
+    assert after and min(after) >= throttled_at + 30.0  # nobody sent during the pause
+    assert all(b - a >= 1.0 - 1e-9 for a, b in zip(sorted(after), sorted(after)[1:], strict=False))
+    throttles = [e for e in events if isinstance(e, Throttled)]
+    assert len(throttles) == 1 and throttles[0].retry_after == 30.0
+    assert throttles[0].cause == "retry-after" and throttles[0].wait_seconds == 30.0
+
+
+def test_pause_is_published_before_sleeping() -> None:
+    order: list[str] = []
+
+    class LoggingClock(FakeClock):
+        async def sleep(self, seconds: float) -> None:
+            order.append(f"sleep {seconds:g}")
+            await super().sleep(seconds)
+
+    class LoggingGate(MemoryGate):
+        def pause(self, key: str, seconds: float) -> float:
+            order.append(f"pause {seconds:g}")
+            return super().pause(key, seconds)
+
+    clock = LoggingClock(start=0.0)
+    answers = iter([httpx.Response(429, headers={"Retry-After": "10"})])
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        return next(answers, None) or Recorder.match(request)
+
+    run(make_engine(clock, Recorder(clock, respond), gate=LoggingGate(clock=clock), concurrency=1,
+                    backoff=Backoff(jitter=0.0, initial_seconds=0.1)), queries(1))
+    assert order.index("pause 10") < order.index("sleep 10")
+
+
+def test_no_match_is_not_retried() -> None:
+    clock = FakeClock()
+    recorder = Recorder(clock)
+    outcomes = run(make_engine(clock, recorder), [Query(text="nowhere street")])
+    assert isinstance(outcomes[0], NoMatch) and len(recorder.sent) == 1
+
+
+def test_server_that_keeps_saying_retry_after_1_gets_longer_waits() -> None:
+    clock = FakeClock(start=0.0)
+    recorder = Recorder(clock, lambda r: httpx.Response(429, headers={"Retry-After": "1"}))
+    outcomes = run(make_engine(clock, recorder, max_attempts=6, concurrency=1,
+                               backoff=Backoff(initial_seconds=1.0, jitter=0.5)), queries(1))
+    assert isinstance(outcomes[0], Failure) and outcomes[0].attempts == 6
+    assert outcomes[0].error == "RateLimitError"
+    gaps = [b - a for (a, _), (b, _) in zip(recorder.sent, recorder.sent[1:], strict=False)]
+    assert len(gaps) == 5 and gaps[-1] >= 8.0 and gaps[-1] > gaps[0]  # attempt 5: [8, 16]
+
+
+def test_day_long_retry_after_is_clamped_to_the_cap() -> None:
+    clock = FakeClock(start=0.0)
+    first = {"done": False}
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        if not first["done"]:
+            first["done"] = True
+            return httpx.Response(429, headers={"Retry-After": "86400"})
+        return Recorder.match(request)
+
+    recorder = Recorder(clock, respond)
+    run(make_engine(clock, recorder, concurrency=1,
+                    backoff=Backoff(retry_after_cap_seconds=300, jitter=0.0)), queries(1))
+    assert recorder.sent[1][0] - recorder.sent[0][0] == pytest.approx(300.0)
+
+
+def test_authentication_error_stops_the_batch() -> None:
+    clock = FakeClock()
+    recorder = Recorder(clock, lambda r: httpx.Response(403, json={"error": "bad key"}))
+    events: list[Event] = []
+    with pytest.raises(AuthenticationError):
+        run(make_engine(clock, recorder, progress=events.append), queries(20))
+    assert len(recorder.sent) <= 4  # only the requests already in flight
+    finished = [e for e in events if isinstance(e, BatchFinished)]
+    assert finished and finished[0].error and "AuthenticationError" in finished[0].error
+
+
+def test_transport_errors_are_retried_then_fail_with_reason() -> None:
+    clock = FakeClock()
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused", request=request)
+
+    recorder = Recorder(clock, respond)
+    outcomes = run(make_engine(clock, recorder, max_attempts=3), queries(1))
+    assert isinstance(outcomes[0], Failure) and outcomes[0].error == "ProviderUnavailableError"
+    assert len(recorder.sent) == 3 and "ConnectError" in outcomes[0].reason
+
+
+def test_non_blocking_mode_raises_with_retry_after_instead_of_sleeping() -> None:
+    clock = FakeClock(start=0.0)
+    recorder = Recorder(clock, lambda r: httpx.Response(429, headers={"Retry-After": "120"}))
+    with pytest.raises(RateLimitError) as info:
+        run(make_engine(clock, recorder, max_wait_seconds=10.0,
+                        backoff=Backoff(jitter=0.0)), queries(3))
+    assert info.value.retry_after == pytest.approx(120.0)
+    assert max(clock.slept, default=0.0) <= 10.0
+
+
+def test_bad_configuration() -> None:
+    clock = FakeClock()
+    for kwargs in ({"concurrency": 0}, {"max_attempts": 0}, {"max_wait_seconds": -1.0}):
+        with pytest.raises(ValueError):
+            make_engine(clock, Recorder(clock), **kwargs)
