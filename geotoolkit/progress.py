@@ -14,6 +14,7 @@ __all__ = [
     "BatchFinished",
     "BatchStarted",
     "Event",
+    "FleetSampled",
     "ItemFinished",
     "ProgressSink",
     "Tally",
@@ -69,7 +70,30 @@ class BatchFinished:
     at: float = 0.0
 
 
-Event = BatchStarted | ItemFinished | Throttled | BatchFinished
+@dataclass(frozen=True)
+class FleetSampled:
+    """A periodic reading of the fleet state on the gate (every worker on the key).
+
+    ``pace`` is the fleet's measured requests/s over ``window_seconds``,
+    ``allowed_rate`` the rate the fleet currently paces at (it can sit below the
+    configured rate after repeated 429s), ``throttled`` the 429/503 answers in
+    the window, ``pause_remaining`` the seconds of a published pause and
+    ``pause_cause`` its reason ("Retry-After from <host>: 12 s", "fleet pacing").
+    """
+
+    pace: float
+    allowed_rate: float | None
+    requests: int
+    successes: int
+    throttled: int
+    window_seconds: float
+    pause_remaining: float = 0.0
+    pause_cause: str = ""
+    workers_active: int = 1
+    at: float = 0.0
+
+
+Event = BatchStarted | ItemFinished | Throttled | FleetSampled | BatchFinished
 ProgressSink = Callable[[Event], None]
 
 
@@ -87,6 +111,7 @@ class Tally:
     last_at: float = 0.0
     finished: BatchFinished | None = None
     last_throttle: Throttled | None = None
+    fleet: FleetSampled | None = None
     rate: float | None = None
     host: str = ""
 
@@ -101,6 +126,8 @@ class Tally:
         elif isinstance(event, Throttled):
             self.throttles += 1
             self.last_throttle = event
+        elif isinstance(event, FleetSampled):
+            self.fleet = event
         else:
             self.finished = event
 

@@ -8,9 +8,9 @@ import sys
 import time
 from typing import TextIO
 
-from geotoolkit.progress import BatchFinished, Event, Tally, Throttled
+from geotoolkit.progress import BatchFinished, Event, ProgressSink, Tally, Throttled
 
-__all__ = ["JsonLinesProgress", "TextProgress", "summary_line"]
+__all__ = ["JsonLinesProgress", "TextProgress", "in_notebook", "progress_sink", "summary_line"]
 
 
 def summary_line(tally: Tally) -> str:
@@ -66,3 +66,38 @@ class JsonLinesProgress:
         record = {"event": type(event).__name__, **dataclasses.asdict(event)}
         self.stream.write(json.dumps(record) + "\n")
         self.stream.flush()
+
+
+def in_notebook() -> bool:
+    """True inside a Jupyter kernel (ZMQ shell), where widgets can render."""
+    shell = sys.modules.get("IPython")
+    if shell is None:
+        return False
+    try:
+        ip = shell.get_ipython()  # type: ignore[attr-defined]
+    except AttributeError:
+        return False
+    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+
+
+def progress_sink(progress: object = "auto") -> ProgressSink | None:
+    """Choose a renderer: "auto" (widget in Jupyter, text line on a terminal,
+    nothing otherwise), "widget", "text", "json", False/None (none), or a callable."""
+    if progress is None or progress is False or progress == "none":
+        return None
+    if callable(progress):
+        return progress  # type: ignore[no-any-return]
+    if progress == "auto":
+        progress = "widget" if in_notebook() else ("text" if sys.stderr.isatty() else "none")
+    if progress == "widget":
+        from geotoolkit.widget import ProgressPanel
+
+        return ProgressPanel(display=True)
+    if progress == "text":
+        return TextProgress()
+    if progress == "json":
+        return JsonLinesProgress()
+    if progress == "none":
+        return None
+    raise ValueError(f"progress must be 'auto', 'widget', 'text', 'json', False or a callable, "
+                     f"got {progress!r}")
