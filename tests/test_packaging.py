@@ -1,0 +1,35 @@
+"""pyproject.toml is the source of truth; environment.yml must mirror it."""
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# conda-forge names that differ from PyPI's
+CONDA_NAMES = {"redis": "redis-py", "psycopg[binary]": "psycopg"}
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~ ]", r, maxsplit=1)[0].strip().lower() for r in requirements}
+
+
+def test_environment_yml_mirrors_pyproject() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = _names(project["dependencies"])
+    for extra, reqs in project["optional-dependencies"].items():
+        wanted |= {n for n in _names(reqs) if not n.startswith("geotoolkit")}
+    conda = set()
+    for line in (ROOT / "environment.yml").read_text().splitlines():
+        found = re.match(r"\s+- ([A-Za-z0-9_.\-\[\]]+)", line)
+        if found:
+            conda.add(re.split(r"[<>=]", found.group(1))[0].lower())
+    expected = {CONDA_NAMES.get(n, n) for n in wanted}
+    assert expected - conda == set(), f"missing from environment.yml: {expected - conda}"
+
+
+def test_readme_commands_are_the_ones_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "bash .ci/run" in readme
+    assert "python3 -m geotoolkit demo notebooks/data/addresses.csv -o addresses.gpkg" in readme
+    assert "pytest" in (ROOT / ".ci" / "run").read_text()
+    assert (ROOT / "notebooks" / "data" / "addresses.csv").is_file()
