@@ -1,0 +1,154 @@
+"""Degrade, never hammer: local pacing at a share of the rate while the store is down.
+
+``FallbackGate`` wraps a server gate (Redis, PostgreSQL). When the store fails
+(``GateError``), it warns once, then serves the process from a local
+``MemoryGate`` paced at ``interval / share`` -- a conservative share of the rate,
+since the rest of the fleet is presumably doing the same. Every
+``retry_seconds`` it tries the store again; when the store answers, it logs the
+recovery, pushes any pause still active locally to the store, and goes back to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import warnings
+from collections.abc import Callable
+from typing import TypeVar
+
+from geotoolkit.clock import Clock, SystemClock
+from geotoolkit.errors import ConfigurationError, GateError
+from geotoolkit.gate.base import Gate, GateState
+from geotoolkit.gate.memory import MemoryGate
+
+__all__ = ["FallbackGate", "GateUnavailableWarning"]
+
+T = TypeVar("T")
+
+logger = logging.getLogger("geotoolkit.gate")
+
+
+class GateUnavailableWarning(RuntimeWarning):
+    """The shared gate's store is unreachable: pacing locally at a reduced rate."""
+
+
+class FallbackGate:
+    """A server gate with a local, slower fallback while its store is unreachable.
+
+    ``degraded`` tells whether calls are currently served locally; ``backend``
+    then reads e.g. ``"redis (fallback: local)"``.
+    """
+
+    def __init__(
+        self,
+        inner: Gate,
+        *,
+        share: float = 0.25,
+        clock: Clock | None = None,
+        retry_seconds: float = 5.0,
+    ) -> None:
+        if not (math.isfinite(share) and 0 < share <= 1):
+            raise ConfigurationError("share must be in (0, 1]")
+        if not (math.isfinite(retry_seconds) and retry_seconds >= 0):
+            raise ConfigurationError("retry_seconds must be finite and >= 0")
+        self.inner = inner
+        self.share = float(share)
+        self.retry_seconds = float(retry_seconds)
+        self._clock = clock or SystemClock()
+        self._local = MemoryGate(clock=self._clock)
+        self._lock = threading.Lock()
+        self._degraded = False
+        self._next_retry = 0.0
+        self.blocking: bool = inner.blocking
+        self.backend: str = inner.backend
+
+    @property
+    def degraded(self) -> bool:
+        """True while calls are served by the local fallback."""
+        return self._degraded
+
+    # -- transitions --------------------------------------------------------------
+
+    def _use_inner(self) -> bool:
+        with self._lock:
+            if not self._degraded:
+                return True
+            now = self._clock.now()
+            if now < self._next_retry:
+                return False
+            # This call probes the store; concurrent ones stay local meanwhile.
+            self._next_retry = now + self.retry_seconds
+            return True
+
+    def _degrade(self, exc: GateError) -> None:
+        with self._lock:
+            self._next_retry = self._clock.now() + self.retry_seconds
+            if self._degraded:
+                logger.debug("gate %s still unavailable: %s", self.inner.backend, exc)
+                return
+            self._degraded = True
+            self.backend = f"{self.inner.backend} (fallback: local)"
+        message = (
+            f"the {self.inner.backend} gate is unavailable ({exc}); pacing this process "
+            f"locally at {self.share:.0%} of the rate, retrying every {self.retry_seconds:g} s"
+        )
+        logger.warning(message)
+        warnings.warn(message, GateUnavailableWarning, stacklevel=4)
+
+    def _recover(self) -> None:
+        with self._lock:
+            if not self._degraded:
+                return
+            self._degraded = False
+            self.backend = self.inner.backend
+        logger.warning("the %s gate is reachable again: shared pacing resumed", self.backend)
+
+    def _push_pauses(self) -> None:
+        """Publish the pauses decided while degraded (raises GateError if still down)."""
+        keys: list[str] = self._local.keys()
+        for key in keys:
+            remaining = self._local.state(key).pause_remaining
+            if remaining > 0:
+                self.inner.pause(key, remaining)
+
+    def _route(self, inner: Callable[[], T], local: Callable[[], T]) -> T:
+        if not self._use_inner():
+            return local()
+        try:
+            if self._degraded:
+                self._push_pauses()
+            result = inner()
+        except GateError as exc:
+            self._degrade(exc)
+            return local()
+        if self._degraded:
+            self._recover()
+        return result
+
+    # -- the Gate protocol ----------------------------------------------------------
+
+    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
+        return self._route(
+            lambda: self.inner.acquire(key, interval, horizon),
+            lambda: self._local.acquire(key, interval / self.share, horizon),
+        )
+
+    def pause(self, key: str, seconds: float) -> float:
+        # Always remembered locally too: a pause published just before the store
+        # went down still holds this process back while degraded.
+        local = self._local.pause(key, seconds)
+        return self._route(lambda: self.inner.pause(key, seconds), lambda: local)
+
+    def state(self, key: str) -> GateState:
+        return self._route(lambda: self.inner.state(key), lambda: self._local.state(key))
+
+    def close(self) -> None:
+        try:
+            self.inner.close()
+        finally:
+            self._local.close()
+
+    def __repr__(self) -> str:
+        state = ", degraded" if self._degraded else ""
+        return f"FallbackGate({self.inner!r}, share={self.share!r}{state})"

@@ -1,0 +1,137 @@
+"""Gate fixtures: one ``store`` per backend, each able to open several gate instances.
+
+A ``Store`` opens gate instances on one shared state (for ``memory``, the state is
+the process, so every "instance" is the same object), gives other processes a URL
+to reach it (``None`` for memory), and dumps everything it holds as text so tests
+can scan it for secrets. Each test gets a unique provider host, so its gate keys
+never collide with another run's; the store deletes them afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from geotoolkit.gate import Gate, MemoryGate, SQLiteGate
+
+
+@dataclass
+class Store:
+    name: str
+    #: A URL for ``open_gate`` in another process; ``None`` when in-process only.
+    url: str | None
+    _open: Callable[[], Gate]
+    #: Everything the store holds (keys, values, file bytes), as text.
+    dump: Callable[[], str]
+    opened: list[Gate] = field(default_factory=list)
+
+    def open(self) -> Gate:
+        """A gate instance on this store (closed at teardown)."""
+        gate = self._open()
+        self.opened.append(gate)
+        return gate
+
+    def close_all(self) -> None:
+        for gate in self.opened:
+            gate.close()
+        self.opened.clear()
+
+
+@pytest.fixture
+def host() -> str:
+    """A provider host unique to this test: every gate key of the test derives from it."""
+    return f"test-{uuid.uuid4().hex[:12]}.example"
+
+
+def _memory_store() -> Iterator[Store]:
+    gate = MemoryGate()
+    store = Store("memory", None, lambda: gate, lambda: "\n".join(gate.keys()))
+    yield store
+    store.close_all()
+
+
+def _sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    path = tmp_path / "gate.sqlite"
+
+    def dump() -> str:
+        # The main file and its WAL: committed rows may still live in the WAL only.
+        return "\n".join(p.read_bytes().decode("latin-1") for p in sorted(tmp_path.glob("gate.sqlite*")))
+
+    store = Store("sqlite", f"sqlite:///{path}", lambda: SQLiteGate(path), dump)
+    yield store
+    store.close_all()
+
+
+def _redis_store(url: str, host: str) -> Iterator[Store]:
+    import redis
+
+    from geotoolkit.gate.redis import RedisGate
+
+    # latin-1 decodes any bytes: the dump shows every key and value, whatever they hold.
+    client = redis.Redis.from_url(
+        url, socket_connect_timeout=2, socket_timeout=2, decode_responses=True, encoding="latin-1"
+    )
+
+    def dump() -> str:
+        lines: list[str] = []
+        for name in client.scan_iter(match="*", count=1000):
+            lines.append(str(name))
+            if client.type(name) == "hash":
+                lines.extend(f"{k!s}={v!s}" for k, v in client.hgetall(name).items())
+        return "\n".join(lines)
+
+    store = Store("redis", url, lambda: RedisGate(url), dump)
+    try:
+        yield store
+    finally:
+        store.close_all()
+        stale = list(client.scan_iter(match=f"geotoolkit:{host}:*"))
+        if stale:
+            client.delete(*stale)
+        client.close()
+
+
+def _postgres_store(dsn: str, host: str) -> Iterator[Store]:
+    import psycopg
+
+    from geotoolkit.gate.postgres import PostgresGate, init_schema
+
+    init_schema(dsn)
+
+    def dump() -> str:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            rows = conn.execute("SELECT key, tat, pause_until FROM geotoolkit_gate").fetchall()
+        return "\n".join(" ".join(map(str, row)) for row in rows)
+
+    store = Store("postgres", dsn, lambda: PostgresGate(dsn), dump)
+    try:
+        yield store
+    finally:
+        store.close_all()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("DELETE FROM geotoolkit_gate WHERE key LIKE %s", (f"geotoolkit:{host}:%",))
+
+
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
+    ]
+)
+def store(request: pytest.FixtureRequest, tmp_path: Path, host: str) -> Iterator[Store]:
+    """Each gate backend in turn (server backends skip when their server is down)."""
+    name: str = request.param
+    if name == "memory":
+        yield from _memory_store()
+    elif name == "sqlite":
+        yield from _sqlite_store(tmp_path)
+    elif name == "redis":
+        yield from _redis_store(request.getfixturevalue("redis_url"), host)
+    else:
+        yield from _postgres_store(request.getfixturevalue("postgres_dsn"), host)

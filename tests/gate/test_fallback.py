@@ -1,0 +1,267 @@
+"""FallbackGate: degrade to slower local pacing when the store is down, then recover."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import time
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+from geotoolkit.clock import FakeClock
+from geotoolkit.errors import ConfigurationError, GateError
+from geotoolkit.gate import Gate, GateState, MemoryGate, gate_key
+from geotoolkit.gate.fallback import FallbackGate, GateUnavailableWarning
+from geotoolkit.gate.redis import RedisGate
+
+KEY = gate_key("api.example.com", "sk-test")
+
+
+class FlakyGate:
+    """A MemoryGate whose store can be switched off: every call then raises GateError."""
+
+    backend = "flaky"
+    blocking = True
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.store = MemoryGate(clock=clock)
+        self.down = False
+        self.calls = 0
+        self.closed = False
+
+    def _call(self) -> None:
+        self.calls += 1
+        if self.down:
+            raise GateError("the flaky store is down", backend="flaky")
+
+    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
+        self._call()
+        return self.store.acquire(key, interval, horizon)
+
+    def pause(self, key: str, seconds: float) -> float:
+        self._call()
+        return self.store.pause(key, seconds)
+
+    def state(self, key: str) -> GateState:
+        self._call()
+        return self.store.state(key)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def test_a_healthy_inner_gate_is_used_as_is(clock: FakeClock) -> None:
+    inner = FlakyGate(clock)
+    gate = FallbackGate(inner, clock=clock)
+    assert isinstance(gate, Gate)
+    assert [gate.acquire(KEY, 1.0) for _ in range(3)] == [0.0, 1.0, 2.0]
+    assert gate.pause(KEY, 10.0) == 10.0
+    assert gate.state(KEY) == inner.store.state(KEY)
+    assert not gate.degraded
+    assert gate.backend == "flaky"
+    assert gate.blocking
+    gate.close()
+    assert inner.closed
+
+
+def test_an_unreachable_redis_degrades_to_local_pacing_with_one_warning(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = FallbackGate(
+        RedisGate("redis://:hunter2@127.0.0.1:1/0"), share=0.25, clock=clock, retry_seconds=5.0
+    )
+    try:
+        with pytest.warns(GateUnavailableWarning, match="redis") as record:
+            assert gate.acquire(KEY, 1.0) == 0.0
+        assert len(record) == 1
+        assert "hunter2" not in str(record[0].message)
+        assert gate.degraded
+        assert gate.backend == "redis (fallback: local)"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no second warning, retries included
+            # Paced at interval / share: 4 s apart instead of 1 s.
+            assert gate.acquire(KEY, 1.0) == 4.0
+            assert gate.acquire(KEY, 1.0) == 8.0
+            clock.advance(6.0)  # past retry_seconds: Redis is tried again, still down
+            assert gate.acquire(KEY, 1.0) == 6.0
+            assert gate.degraded
+            # A pause is honoured locally.
+            assert gate.pause(KEY, 30.0) == 30.0
+            assert gate.acquire(KEY, 1.0) == 30.0
+            assert gate.state(KEY).pause_remaining == 30.0
+        warned = [r for r in caplog.records if r.name == "geotoolkit.gate"]
+        assert [r.levelno for r in warned if r.levelno >= logging.WARNING] == [logging.WARNING]
+        assert "hunter2" not in caplog.text
+    finally:
+        gate.close()
+
+
+def test_recovery_resumes_the_inner_gate_and_publishes_local_pauses(
+    clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    inner = FlakyGate(clock)
+    gate = FallbackGate(inner, share=0.5, clock=clock, retry_seconds=5.0)
+    inner.down = True
+    with pytest.warns(GateUnavailableWarning):
+        assert gate.acquire(KEY, 2.0) == 0.0
+    assert gate.acquire(KEY, 2.0) == 4.0  # 2 s / 0.5
+    assert gate.pause(KEY, 30.0) == 30.0  # decided while degraded
+    inner.down = False
+    calls = inner.calls
+    # Not retried before retry_seconds have passed.
+    assert gate.acquire(KEY, 2.0) == 30.0
+    assert inner.calls == calls
+    assert gate.degraded
+    clock.advance(5.0)
+    # The store answers: the local pause is published first, then the slot is reserved.
+    assert gate.acquire(KEY, 2.0) == 25.0
+    assert not gate.degraded
+    assert gate.backend == "flaky"
+    assert inner.store.state(KEY).pause_remaining == 25.0
+    assert gate.acquire(KEY, 2.0) == 27.0  # back to the full rate
+    assert "reachable again" in caplog.text
+
+
+def test_it_degrades_again_and_warns_again_after_a_recovery(clock: FakeClock) -> None:
+    inner = FlakyGate(clock)
+    gate = FallbackGate(inner, clock=clock, retry_seconds=1.0)
+    inner.down = True
+    with pytest.warns(GateUnavailableWarning):
+        gate.state(KEY)
+    inner.down = False
+    clock.advance(1.0)
+    gate.state(KEY)
+    assert not gate.degraded
+    inner.down = True
+    with pytest.warns(GateUnavailableWarning):
+        gate.pause(KEY, 1.0)
+    assert gate.degraded
+
+
+def test_errors_other_than_gate_errors_propagate(clock: FakeClock) -> None:
+    gate = FallbackGate(FlakyGate(clock), clock=clock)
+    with pytest.raises(ConfigurationError):
+        gate.acquire(KEY, float("nan"))
+    assert not gate.degraded
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"share": 0.0}, {"share": 1.5}, {"share": float("nan")}, {"retry_seconds": -1.0}],
+)
+def test_bad_settings_are_configuration_errors(clock: FakeClock, kwargs: dict[str, float]) -> None:
+    with pytest.raises(ConfigurationError):
+        FallbackGate(FlakyGate(clock), clock=clock, **kwargs)
+
+
+# -- a real Redis server, killed and restarted ----------------------------------------
+
+
+class RedisServer:
+    """A throwaway ``redis-server`` on a free loopback port (no persistence)."""
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.wait_until_up()
+
+    def wait_until_up(self, timeout: float = 10.0) -> None:
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5, socket_timeout=0.5)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    if client.ping():
+                        return
+                except redis.RedisError:
+                    pass
+                assert self.proc is not None and self.proc.poll() is None, "redis-server died"
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"redis-server on port {self.port} did not answer")
+                time.sleep(0.01)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("redis-server is not installed")
+        pytest.skip("redis-server is not installed")
+    server = RedisServer(binary)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.redis
+def test_a_real_redis_outage_degrades_and_recovers(redis_server: RedisServer, clock: FakeClock) -> None:
+    tol = 0.25  # real time between two calls to the real server
+    redis_server.start()
+    gate = FallbackGate(RedisGate(redis_server.url), share=0.25, clock=clock, retry_seconds=5.0)
+    try:
+        assert gate.acquire(KEY, 1.0) == pytest.approx(0.0, abs=tol)
+        assert gate.acquire(KEY, 1.0) == pytest.approx(1.0, abs=tol)
+        assert gate.backend == "redis"
+
+        redis_server.stop()  # mid-sequence
+        with pytest.warns(GateUnavailableWarning):
+            assert gate.acquire(KEY, 1.0) == 0.0  # served locally, on the fake clock
+        assert gate.degraded
+        assert gate.backend == "redis (fallback: local)"
+        assert gate.acquire(KEY, 1.0) == 4.0
+        assert gate.pause(KEY, 30.0) == 30.0
+
+        redis_server.start()  # same port, empty (no persistence)
+        assert gate.acquire(KEY, 1.0) == 30.0  # not retried before retry_seconds
+        assert gate.degraded
+        clock.advance(6.0)
+        # Back on Redis: the pause decided while degraded was published there first.
+        assert gate.acquire(KEY, 1.0) == pytest.approx(24.0, abs=tol)
+        assert not gate.degraded
+        assert gate.backend == "redis"
+        assert gate.state(KEY).pause_remaining == pytest.approx(24.0, abs=tol)
+    finally:
+        gate.close()
