@@ -1,0 +1,81 @@
+"""``python -m geotoolkit.testing``: run the provider simulator in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+
+from geotoolkit.testing.simulator import ProviderSimulator, RetryAfterMode
+
+
+def _retry_after(value: str) -> RetryAfterMode:
+    if value in ("auto", "http-date", "missing"):
+        return value  # type: ignore[return-value]
+    try:
+        seconds = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "expected 'auto', 'http-date', 'missing' or a whole number of seconds"
+        ) from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError("Retry-After seconds must be >= 0")
+    return seconds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m geotoolkit.testing",
+        description="A local Nominatim-compatible /search server on 127.0.0.1, for offline "
+        "tests. Script failures with tokens in the address: #malformed #error #500 #503 "
+        "#429 #reset #timeout, optionally with xN (e.g. #503x2).",
+    )
+    parser.add_argument("--port", type=int, default=8080, help="port (0: any free port)")
+    parser.add_argument("--rate-limit", type=float, default=None, help="requests/s per key")
+    parser.add_argument("--window-seconds", type=float, default=1.0)
+    parser.add_argument(
+        "--retry-after", type=_retry_after, default="auto",
+        help="auto | http-date | missing | N (fixed seconds)",
+    )
+    parser.add_argument("--latency-seconds", type=float, default=0.0)
+    parser.add_argument("--error-503-rate", type=float, default=0.0)
+    parser.add_argument(
+        "--key", action="append", dest="keys", metavar="KEY",
+        help="an accepted API key (repeatable); without it, no authentication",
+    )
+    parser.add_argument("--daily-cap", type=int, default=None)
+    parser.add_argument("--hang-seconds", type=float, default=30.0)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    sim = ProviderSimulator(
+        args.rate_limit,
+        window_seconds=args.window_seconds,
+        retry_after=args.retry_after,
+        latency_seconds=args.latency_seconds,
+        error_503_rate=args.error_503_rate,
+        valid_keys=args.keys,
+        daily_cap=args.daily_cap,
+        hang_seconds=args.hang_seconds,
+        seed=args.seed,
+        port=args.port,
+    )
+    sim.start()
+    try:
+        print(f"geotoolkit provider simulator listening on {sim.url}", flush=True)
+        print(f"  try: curl '{sim.url}/search?q=St%C3%A4dtle+38,+Vaduz&format=jsonv2'")
+        print("  press Ctrl-C to stop", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping", flush=True)
+    finally:
+        sim.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
