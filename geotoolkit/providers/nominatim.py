@@ -11,6 +11,7 @@ import httpx
 
 from geotoolkit.errors import ConfigurationError, ProviderResponseError
 from geotoolkit.gate.base import gate_key
+from geotoolkit.providers._common import lonlat
 from geotoolkit.providers.base import (
     check_user_agent,
     client_error,
@@ -139,8 +140,7 @@ class Nominatim:
 
     def _match(self, item: Any) -> Match:
         try:
-            lat = float(item["lat"])  # Nominatim sends strings, latitude first
-            lon = float(item["lon"])
+            lon, lat = lonlat(item["lon"], item["lat"])  # strings, checked to be in range
         except (KeyError, TypeError, ValueError) as exc:
             raise ProviderResponseError("nominatim result without usable lat/lon",
                                         raw=str(item), provider=self.name) from exc

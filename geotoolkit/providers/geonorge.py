@@ -1,0 +1,85 @@
+"""Geonorge: Kartverket's open address search for Norway (no key)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from geotoolkit.providers._common import HTTPProvider, one_line
+from geotoolkit.results import NoMatch, Outcome, Query
+
+__all__ = ["GEONORGE", "Geonorge"]
+
+GEONORGE = "https://ws.geonorge.no/adresser/v1"
+
+_NUMBER = re.compile(r"^\s*(\d+)\s*([A-Za-zÆØÅæøå]?)\s*$")
+_GEOGRAPHIC = frozenset({"EPSG:4258", "EPSG:4326"})  # ETRS89 and WGS84: lon/lat degrees
+
+
+class Geonorge(HTTPProvider):
+    """Geonorge ``/sok``, sans-I/O; ``adresser[].representasjonspunkt`` is ``{lat, lon, epsg}``.
+
+    Structured queries use ``adressenavn``, ``nummer``/``bokstav``, ``postnummer``
+    and ``poststed``; fields Geonorge has no parameter for (county, state,
+    country) are dropped. Coordinates are requested in EPSG:4258 and checked.
+
+    Parameters
+    ----------
+    base_url, user_agent, rate
+        As for every provider; no key. No rate is published: the default is a
+        conservative 5/s.
+
+    Examples
+    --------
+    >>> q = Query(street="Karl Johans gate", housenumber="1B", city="Oslo")
+    >>> dict(Geonorge().build_request(q).url.params)["bokstav"]
+    'B'
+    """
+
+    name = "geonorge"
+    default_base_url = GEONORGE
+
+    def build_request(self, query: Query) -> httpx.Request:
+        params = {"treffPerSide": "1", "utkoordsys": "4258"}
+        params.update(_structured(query) or {"sok": one_line(query)})
+        return self._get("/sok", params)
+
+    def _parse_body(self, body: Any) -> Outcome:
+        found = body.get("adresser") if isinstance(body, Mapping) else None
+        if not isinstance(found, list):
+            raise self._bad("answer without an adresser list", body)
+        if not found:
+            return NoMatch(provider=self.name)
+        address = found[0]
+        point = address.get("representasjonspunkt") if isinstance(address, Mapping) else None
+        if not isinstance(point, Mapping):
+            raise self._bad("address without representasjonspunkt", address)
+        if point.get("epsg") not in _GEOGRAPHIC:
+            raise self._bad(f"coordinates in {point.get('epsg')}, not lon/lat degrees", point)
+        return self._match(point.get("lon"), point.get("lat"), _label(address), address)
+
+
+def _structured(query: Query) -> dict[str, str]:
+    if query.text is not None:
+        return {}
+    params: dict[str, str] = {}
+    if query.housenumber:
+        number = _NUMBER.match(query.housenumber)
+        if number is None:
+            return {}  # an unusual house number: let free-text search make sense of it
+        params["nummer"] = number[1]
+        if number[2]:
+            params["bokstav"] = number[2].upper()
+    for field, param in (("street", "adressenavn"), ("postalcode", "postnummer"),
+                         ("city", "poststed")):
+        if value := getattr(query, field):
+            params[param] = value
+    return params if set(params) - {"nummer", "bokstav"} else {}
+
+
+def _label(address: Mapping[str, Any]) -> str:
+    place = " ".join(str(address[k]) for k in ("postnummer", "poststed") if address.get(k))
+    return ", ".join(str(p) for p in (address.get("adressetekst"), place) if p)

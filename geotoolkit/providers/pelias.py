@@ -1,0 +1,114 @@
+"""Pelias: the open-source geocoder, self-hosted or hosted (Geocode Earth)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from geotoolkit.providers._common import HTTPProvider
+from geotoolkit.providers._geojson import first_feature, point_of
+from geotoolkit.results import Failure, NoMatch, Outcome, Query
+
+__all__ = ["GEOCODE_EARTH", "Pelias"]
+
+GEOCODE_EARTH = "https://api.geocode.earth"
+
+# Pelias /v1/search/structured parameter for each of our Query fields.
+_STRUCTURED = {"city": "locality", "county": "county", "state": "region",
+               "postalcode": "postalcode", "country": "country"}
+
+
+class Pelias(HTTPProvider):
+    """Pelias ``/v1/search`` and ``/v1/search/structured`` (GeoJSON ``[lon, lat]``).
+
+    Parameters
+    ----------
+    base_url
+        The instance, for example ``http://localhost:4000``; default Geocode Earth,
+        which requires an ``api_key`` (sent as ``api_key``). A self-hosted
+        instance needs none.
+    api_key
+        Never shown in reprs, logs or gate keys.
+    country_codes
+        Limit results to these ISO 3166 codes (``boundary.country``).
+    language
+        Preferred label language (``lang``).
+    user_agent, rate
+        As for every provider.
+
+    Examples
+    --------
+    >>> p = Pelias("http://localhost:4000")
+    >>> p.build_request(Query(city="Oslo", country="NO")).url.path
+    '/v1/search/structured'
+    """
+
+    name = "pelias"
+    default_base_url = GEOCODE_EARTH
+    key_param = "api_key"
+
+    def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
+                 country_codes: tuple[str, ...] | list[str] | None = None,
+                 language: str | None = None, user_agent: str | None = None,
+                 rate: float | None = None) -> None:
+        self.country_codes = tuple(c.upper() for c in country_codes or ())
+        self.language = language
+        super().__init__(base_url, api_key=api_key, user_agent=user_agent, rate=rate)
+
+    def _requires_key(self) -> bool:
+        return self.host == "api.geocode.earth"
+
+    def _options(self) -> dict[str, Any]:
+        return {"country_codes": self.country_codes, "language": self.language}
+
+    def build_request(self, query: Query) -> httpx.Request:
+        params = {"size": "1"}
+        if self.country_codes:
+            params["boundary.country"] = ",".join(self.country_codes)
+        if self.language:
+            params["lang"] = self.language
+        if query.text is not None:
+            return self._get("/v1/search", {"text": query.text, **params})
+        return self._get("/v1/search/structured", {**_structured(query), **params})
+
+    def _check(self, response: httpx.Response) -> Outcome | None:
+        if 400 <= response.status_code < 500 and response.status_code not in (401, 402, 403, 429):
+            try:
+                errors = _errors(response.json())
+            except ValueError:
+                return None
+            if errors:
+                return self._query_failure(errors, response.status_code)
+        return None
+
+    def _parse_body(self, body: Any) -> Outcome:
+        errors = _errors(body)
+        try:
+            feature = first_feature(body)
+            if feature is None:
+                return self._query_failure(errors, 200) if errors else NoMatch(provider=self.name)
+            lon, lat = point_of(feature)
+        except TypeError as exc:
+            raise self._bad(str(exc), body) from exc
+        props = feature.get("properties")
+        label = props.get("label", "") if isinstance(props, Mapping) else ""
+        return self._match(lon, lat, label, feature)
+
+    def _query_failure(self, errors: list[str], status: int) -> Failure:
+        return Failure(reason=f"pelias rejected the query (HTTP {status}): {'; '.join(errors)}",
+                       error="QueryError", provider=self.name)
+
+
+def _structured(query: Query) -> dict[str, str]:
+    fields = query.structured()
+    address = " ".join(v for v in (fields.pop("housenumber", None), fields.pop("street", None)) if v)
+    params = {_STRUCTURED[k]: v for k, v in fields.items() if k in _STRUCTURED}
+    return {"address": address, **params} if address else params
+
+
+def _errors(body: Any) -> list[str]:
+    meta = body.get("geocoding") if isinstance(body, Mapping) else None
+    errors = meta.get("errors") if isinstance(meta, Mapping) else None
+    return [str(e) for e in errors] if isinstance(errors, list) else []

@@ -1,0 +1,70 @@
+"""Providers by name: ``get_provider("opencage", api_key=...)``."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.providers.arcgis import ArcGIS
+from geotoolkit.providers.base import Provider
+from geotoolkit.providers.census import Census
+from geotoolkit.providers.geonorge import Geonorge
+from geotoolkit.providers.google import Google
+from geotoolkit.providers.here import Here
+from geotoolkit.providers.locationiq import LocationIQ
+from geotoolkit.providers.mapbox import Mapbox
+from geotoolkit.providers.nominatim import Nominatim
+from geotoolkit.providers.opencage import OpenCage
+from geotoolkit.providers.pelias import Pelias
+from geotoolkit.providers.photon import Photon
+
+__all__ = ["PROVIDERS", "get_provider"]
+
+#: Every provider class by its registry name (read-only).
+PROVIDERS: Mapping[str, type[Any]] = MappingProxyType({
+    cls.name: cls for cls in (Nominatim, Photon, Pelias, LocationIQ, OpenCage, Google, Mapbox,
+                              Here, ArcGIS, Geonorge, Census)})
+
+
+def get_provider(name: str, **options: Any) -> Provider:
+    """A provider instance by name; ``None`` options are dropped (their default applies).
+
+    Parameters
+    ----------
+    name
+        One of ``PROVIDERS`` (case-insensitive), for example ``"opencage"``.
+    **options
+        Passed to the provider's constructor: ``api_key``, ``user_agent``,
+        ``base_url``, ``rate`` and the provider's own options.
+
+    Raises
+    ------
+    ConfigurationError
+        An unknown name (the message lists the known ones), an option the
+        provider does not take, or a missing key or user agent it requires.
+
+    Examples
+    --------
+    >>> get_provider("photon").host
+    'photon.komoot.io'
+    >>> get_provider("opencage")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: opencage requires an api_key
+    """
+    cls = PROVIDERS.get(name.strip().lower()) if isinstance(name, str) else None
+    if cls is None:
+        raise ConfigurationError(
+            f"unknown provider {name!r}; known: {', '.join(sorted(PROVIDERS))}")
+    options = {k: v for k, v in options.items() if v is not None}
+    accepted = inspect.signature(cls).parameters
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise ConfigurationError(
+            f"{cls.name} does not take {', '.join(unknown)}; it takes "
+            f"{', '.join(p for p in accepted)}")
+    provider: Provider = cls(**options)
+    return provider
