@@ -19,6 +19,7 @@ from geotoolkit.providers.opencage import OpenCage
 from geotoolkit.providers.pelias import Pelias
 from geotoolkit.providers.photon import Photon
 from geotoolkit.providers.policies import (
+    LARGE_BATCH_ROWS,
     POLICIES,
     ProviderPolicy,
     UsagePolicyWarning,
@@ -30,6 +31,7 @@ from geotoolkit.providers.registry import PROVIDERS, get_provider
 
 __all__ = [
     "BATCH_MAX_RECORDS",
+    "LARGE_BATCH_ROWS",
     "POLICIES",
     "PROVIDERS",
     "PUBLIC_NOMINATIM",

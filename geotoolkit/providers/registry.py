@@ -66,5 +66,9 @@ def get_provider(name: str, **options: Any) -> Provider:
         raise ConfigurationError(
             f"{cls.name} does not take {', '.join(unknown)}; it takes "
             f"{', '.join(p for p in accepted)}")
+    missing = [n for n, p in accepted.items() if p.default is p.empty and n not in options
+               and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if missing:
+        raise ConfigurationError(f"{cls.name} requires {', '.join(missing)}")
     provider: Provider = cls(**options)
     return provider

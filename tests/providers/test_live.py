@@ -1,0 +1,51 @@
+"""Opt-in live checks against the real services: skipped unless ``GEOTOOLKIT_LIVE=1``.
+
+Never in CI. Keyless providers run as is; a keyed one runs when
+``GEOTOOLKIT_LIVE_<NAME>_KEY`` is set (for example ``GEOTOOLKIT_LIVE_OPENCAGE_KEY``).
+Public Nominatim runs when ``GEOTOOLKIT_LIVE_USER_AGENT`` names your application.
+One request per provider, paced by the registry's rate.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from provider_support import KEYED
+
+from geotoolkit import Match, geocode
+from geotoolkit.providers import PROVIDERS
+
+pytestmark = [
+    pytest.mark.live,
+    pytest.mark.skipif(os.environ.get("GEOTOOLKIT_LIVE") != "1", reason="set GEOTOOLKIT_LIVE=1"),
+]
+
+ADDRESSES = {"census": "4600 Silver Hill Rd, Washington, DC 20233"}
+OSLO = "Karl Johans gate 1, 0154 Oslo, Norway"
+
+
+def _options(name: str) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if name in KEYED:
+        key = os.environ.get(f"GEOTOOLKIT_LIVE_{name.upper()}_KEY")
+        if not key:
+            pytest.skip(f"GEOTOOLKIT_LIVE_{name.upper()}_KEY is not set")
+        options["api_key"] = key
+    if name == "nominatim":
+        agent = os.environ.get("GEOTOOLKIT_LIVE_USER_AGENT")
+        if not agent:
+            pytest.skip("GEOTOOLKIT_LIVE_USER_AGENT is not set")
+        options["user_agent"] = agent
+    return options
+
+
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+def test_one_live_lookup(name: str) -> None:
+    address = ADDRESSES.get(name, OSLO)
+    (outcome,) = geocode([address], provider=name, gate="memory://", cached=True,
+                         **_options(name))
+    assert isinstance(outcome, Match), outcome
+    expected = (-76.93, 38.85) if name == "census" else (10.75, 59.91)
+    assert (outcome.lon, outcome.lat) == pytest.approx(expected, abs=0.05)

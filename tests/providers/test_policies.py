@@ -1,0 +1,150 @@
+"""The policy registry as data, and the usage-policy check (refuse fleets, warn big or uncached)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from provider_support import AGENT, KEYED, make
+
+from geotoolkit import ConfigurationError, MemoryGate, Query
+from geotoolkit.geocoding import build_engine, gate_backend, geocode
+from geotoolkit.providers import (
+    LARGE_BATCH_ROWS,
+    POLICIES,
+    PROVIDERS,
+    Nominatim,
+    OpenCage,
+    UsagePolicyWarning,
+    check_usage_policy,
+    get_policy,
+    policy_for,
+)
+
+PUBLIC = Nominatim(user_agent=AGENT)
+OWN = Nominatim("http://127.0.0.1:8080", user_agent=AGENT)
+
+
+def test_every_provider_has_a_policy_with_terms() -> None:
+    assert set(POLICIES) == set(PROVIDERS)
+    for name, policy in POLICIES.items():
+        assert policy.name == name and policy.hosts and policy.notes
+        assert policy.terms_url.startswith("https://")
+        assert policy.rate_per_second is None or policy.rate_per_second > 0
+
+
+def test_key_requirements_in_the_registry_match_the_providers() -> None:
+    assert {n for n, p in POLICIES.items() if p.key_required} == KEYED
+
+
+def test_public_nominatim_policy() -> None:
+    policy = get_policy(" Nominatim ")
+    assert (policy.rate_per_second, policy.user_agent_required, policy.caching_required,
+            policy.single_machine_bulk_only) == (1.0, True, True, True)
+    assert PUBLIC.default_rate == policy.rate_per_second
+    assert [n for n, p in POLICIES.items() if p.single_machine_bulk_only] == ["nominatim"]
+
+
+def test_free_plan_caps() -> None:
+    assert (get_policy("opencage").daily_cap, get_policy("locationiq").daily_cap) == (2500, 5000)
+    assert get_policy("mapbox").monthly_cap == 100_000
+
+
+def test_registry_is_read_only() -> None:
+    with pytest.raises(TypeError):
+        POLICIES["nominatim"] = POLICIES["photon"]  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        POLICIES["nominatim"].rate_per_second = 100.0  # type: ignore[misc]
+
+
+def test_unknown_policy_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigurationError, match=r"geonorge.*google"):
+        get_policy("bing")
+
+
+def test_policy_applies_to_public_hosts_only() -> None:
+    assert policy_for(PUBLIC) is POLICIES["nominatim"]
+    assert policy_for(OWN) is None
+    assert policy_for(make("locationiq", base_url="https://eu1.locationiq.com/v1")) is not None
+
+
+@pytest.mark.parametrize("backend", ["redis", "postgres", "postgresql", "redis (fallback: local)"])
+def test_a_fleet_against_public_nominatim_is_refused(backend: str) -> None:
+    with pytest.raises(ConfigurationError, match="single machine"):
+        check_usage_policy(PUBLIC, rows=10, gate_backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["redis", "postgres"])
+def test_a_fleet_is_fine_elsewhere(backend: str) -> None:
+    check_usage_policy(OWN, rows=10**6, gate_backend=backend, cached=False)
+    check_usage_policy(make("opencage"), rows=100, gate_backend=backend, cached=False)
+
+
+def test_large_batch_against_public_nominatim_warns() -> None:
+    check_usage_policy(PUBLIC, rows=LARGE_BATCH_ROWS, gate_backend="sqlite")
+    with pytest.warns(UsagePolicyWarning, match=f"{LARGE_BATCH_ROWS + 1} rows"):
+        check_usage_policy(PUBLIC, rows=LARGE_BATCH_ROWS + 1, gate_backend="sqlite")
+
+
+def test_no_cache_against_public_nominatim_warns() -> None:
+    with pytest.warns(UsagePolicyWarning, match="cached"):
+        check_usage_policy(PUBLIC, rows=1, gate_backend="memory", cached=False)
+    check_usage_policy(make("photon"), rows=1, gate_backend="memory", cached=False)
+
+
+def test_more_rows_than_the_daily_cap_warns() -> None:
+    check_usage_policy(make("opencage"), rows=2500)
+    with pytest.warns(UsagePolicyWarning, match="daily cap of 2500"):
+        check_usage_policy(make("opencage"), rows=2501)
+    check_usage_policy(make("opencage", base_url="http://127.0.0.1:9"), rows=10**6)
+
+
+def test_usage_policy_warning_is_a_user_warning() -> None:
+    assert issubclass(UsagePolicyWarning, UserWarning)
+
+
+@pytest.mark.parametrize(("gate", "backend"), [
+    (None, "sqlite"), ("memory://", "memory"), ("sqlite:///x.db", "sqlite"),
+    ("redis://127.0.0.1:1/0", "redis"), ("rediss://h/0", "redis"),
+    ("postgresql://u@h/db", "postgres"), ("postgres://u@h/db", "postgres"),
+])
+def test_gate_backend_from_url_without_opening(gate: str | None, backend: str) -> None:
+    assert gate_backend(gate) == backend
+
+
+def test_gate_backend_of_an_instance() -> None:
+    assert gate_backend(MemoryGate()) == "memory"
+
+
+def test_build_engine_refuses_a_fleet_before_connecting() -> None:
+    # Nothing listens on port 1: the refusal comes before any connection attempt.
+    with pytest.raises(ConfigurationError, match="single machine"):
+        build_engine(PUBLIC, gate="redis://127.0.0.1:1/0")
+    with pytest.raises(ConfigurationError, match="single machine"):
+        build_engine("nominatim", user_agent=AGENT, gate="postgresql://u@127.0.0.1:1/db")
+
+
+def test_build_engine_warns_with_rows_and_cache_inferred_from_store() -> None:
+    with pytest.warns(UsagePolicyWarning) as caught:
+        build_engine(PUBLIC, gate="memory://", rows=5000)
+    messages = " ".join(str(w.message) for w in caught)
+    assert "5000 rows" in messages and "cached" in messages
+    build_engine(PUBLIC, gate="memory://", rows=5, cached=True)  # no warning: would raise
+
+
+def test_geocode_passes_the_row_count() -> None:
+    """Unusable rows never reach the network, but they count toward the batch size."""
+    with pytest.warns(UsagePolicyWarning, match=f"{LARGE_BATCH_ROWS + 1} rows"):
+        out = geocode([None] * (LARGE_BATCH_ROWS + 1), provider=PUBLIC, gate="memory://",
+                      cached=True)
+    assert {o.status for o in out} == {"failed"}
+
+
+def test_geocode_refuses_a_fleet_against_public_nominatim() -> None:
+    with pytest.raises(ConfigurationError):
+        geocode([Query(text="Vaduz")], provider=PUBLIC, gate="redis://127.0.0.1:1/0")
+
+
+def test_opencage_instance_is_not_single_machine() -> None:
+    assert policy_for(OpenCage(api_key="k")) is POLICIES["opencage"]
+    assert not POLICIES["opencage"].single_machine_bulk_only
