@@ -13,6 +13,8 @@ limits but the ones you set.
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -240,4 +242,9 @@ def _single_machine(policy: ProviderPolicy, host: str, rows: int | None,
 
 
 def _warn(message: str) -> None:
-    warnings.warn(message, UsagePolicyWarning, stacklevel=4)
+    """Warn, attributing the warning to the first caller outside geotoolkit."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UsagePolicyWarning, stacklevel=level)

@@ -148,3 +148,9 @@ def test_geocode_refuses_a_fleet_against_public_nominatim() -> None:
 def test_opencage_instance_is_not_single_machine() -> None:
     assert policy_for(OpenCage(api_key="k")) is POLICIES["opencage"]
     assert not POLICIES["opencage"].single_machine_bulk_only
+
+
+def test_warnings_point_at_the_caller_not_at_geotoolkit() -> None:
+    with pytest.warns(UsagePolicyWarning) as caught:
+        build_engine(PUBLIC, gate="memory://", rows=LARGE_BATCH_ROWS + 1, cached=True)
+    assert [w.filename for w in caught] == [__file__]
