@@ -4,6 +4,7 @@ Coordinates are always ``lon, lat``, in that order.
 """
 
 from geotoolkit import errors, providers
+from geotoolkit.accessor import GeocodeAccessor  # registers df.geocode
 from geotoolkit.clock import Clock, FakeClock, SystemClock
 from geotoolkit.errors import (
     AuthenticationError,
@@ -35,6 +36,7 @@ __all__ = [
     "FakeClock",
     "Gate",
     "GateError",
+    "GeocodeAccessor",
     "GeotoolkitError",
     "Match",
     "MemoryGate",

@@ -1,6 +1,8 @@
 """The command line: ``geotoolkit geocode``, ``geotoolkit demo``, ``geotoolkit gate init``.
 
-Environment variables are read here (the API key, by the name given in
+Jobs go through the ``df.geocode`` accessor, so they get its cache and resume:
+rerunning a job (or running it again after it was killed) sends only the rows
+that are not settled yet. Environment variables are read here (the API key, by the name given in
 ``--api-key-env``), never deeper in the package. The key never appears on the
 command line, in output or in files.
 """
@@ -17,10 +19,9 @@ from typing import Any
 
 import pandas as pd
 
+from geotoolkit import accessor as _accessor  # noqa: F401  (registers df.geocode)
 from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
 from geotoolkit.export import write_geopackage
-from geotoolkit.frame import outcomes_frame
-from geotoolkit.geocoding import geocode
 from geotoolkit.progress import Event, ProgressSink, Tally
 from geotoolkit.providers.nominatim import PUBLIC_NOMINATIM, Nominatim
 from geotoolkit.render import JsonLinesProgress, TextProgress, summary_line
@@ -45,12 +46,19 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--max-wait-seconds", type=float,
                          help="non-blocking: exit 75 instead of waiting longer than this")
         cmd.add_argument("--progress", choices=("auto", "text", "json", "none"), default="auto")
+        cmd.add_argument("--country", metavar="CC",
+                         help="flag points outside this country (ISO alpha-2 code, or a column of codes)")
     geo = sub.choices["geocode"]
     geo.add_argument("--user-agent", required=True, help="identifies your application")
     geo.add_argument("--base-url", default=PUBLIC_NOMINATIM, help="Nominatim instance")
     geo.add_argument("--api-key-env", metavar="VAR",
                      help="name of the environment variable holding the API key")
+    geo.add_argument("--cache", metavar="URL|none",
+                     help="result cache: sqlite:///path, postgresql://..., memory:// or none "
+                          "(default: the SQLite file in your cache dir)")
     demo = sub.choices["demo"]
+    demo.add_argument("--cache", metavar="URL|none", default="none",
+                      help="result cache (default none: the simulator's answers are not kept)")
     demo.add_argument("--limit", type=float, default=2.0,
                       help="the simulator's own rate limit, requests/s (default 2)")
     gate = sub.add_parser("gate", help="manage a shared gate").add_subparsers(
@@ -99,15 +107,16 @@ def _run_job(args: argparse.Namespace, provider: Nominatim) -> int:
     frame = _read_csv(args.input, args.column)
     sink, tally = _progress(args.progress)
     try:
-        outcomes = geocode(frame[args.column], provider=provider, gate=args.gate, rate=args.rate,
-                           concurrency=args.concurrency, progress=sink,
-                           max_wait_seconds=args.max_wait_seconds)
+        result = frame.geocode.run(
+            args.column, provider=provider, gate=args.gate, rate=args.rate,
+            concurrency=args.concurrency, cache=args.cache, progress=sink,
+            max_wait_seconds=args.max_wait_seconds, country=args.country)
     except RateLimitError as exc:
         if exc.retry_after is None:
             raise
         print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
         return EX_TEMPFAIL
-    geocoded, letters = write_geopackage(outcomes_frame(frame, outcomes), args.output)
+    geocoded, letters = write_geopackage(result, args.output)
     print(f"{summary_line(tally)} -> {args.output} (geocoded: {geocoded}, dead_letters: {letters})")
     return 0
 

@@ -9,54 +9,107 @@ import numpy as np
 import pandas as pd
 
 from geotoolkit.results import Match, Outcome
-from geotoolkit.validate import check_lonlat
+from geotoolkit.validate import check_point, country_code, require_country
 
-__all__ = ["GEOCODE_COLUMNS", "dead_letters", "outcomes_frame"]
+__all__ = ["DEAD_LETTER_COLUMNS", "GEOCODE_COLUMNS", "dead_letters", "outcomes_frame"]
 
 #: Columns added to the input frame.
 GEOCODE_COLUMNS = ("lon", "lat", "geocode_status", "geocode_label", "geocode_provider",
                    "geocode_reason", "geocode_attempts")
 
+#: The geocode columns kept in the dead letters (the input columns come first).
+DEAD_LETTER_COLUMNS = ("geocode_status", "geocode_reason", "geocode_attempts",
+                       "geocode_provider", "geocode_label")
 
-def _row(outcome: Outcome) -> tuple[float, float, str, str, str, str | None, int]:
-    if isinstance(outcome, Match):
-        problem = check_lonlat(outcome.lon, outcome.lat)
+Countries = str | Sequence[object] | None
+
+
+def _countries(country: Countries, n: int) -> list[str | None]:
+    """One ISO code (or None: no country check) per row."""
+    if country is None:
+        return [None] * n
+    if isinstance(country, str):
+        return [require_country(country)] * n
+    if len(country) != n:
+        raise ValueError(f"{len(country)} countries for {n} rows")
+    return [country_code(value) for value in country]
+
+
+class _Columns:
+    """The geocode columns, filled row by row."""
+
+    def __init__(self, n: int) -> None:
+        self.lon = np.full(n, np.nan)
+        self.lat = np.full(n, np.nan)
+        self.status: list[str] = [""] * n
+        self.label: list[str] = [""] * n
+        self.provider: list[str] = [""] * n
+        self.reason: list[str | None] = [None] * n
+        self.attempts = np.zeros(n, dtype="int64")
+
+    def fill(self, i: int, outcome: Outcome, country: str | None) -> None:
+        self.provider[i], self.attempts[i] = outcome.provider, outcome.attempts
+        if not isinstance(outcome, Match):
+            self.status[i], self.reason[i] = outcome.status, outcome.reason
+            return
+        self.label[i] = outcome.label
+        problem = check_point(outcome.lon, outcome.lat, country)
         if problem is None:
-            return (outcome.lon, outcome.lat, "matched", outcome.label, outcome.provider,
-                    None, outcome.attempts)
-        return (np.nan, np.nan, "failed", outcome.label, outcome.provider,
-                f"invalid coordinates: {problem}", outcome.attempts)
-    return (np.nan, np.nan, outcome.status, "", outcome.provider, outcome.reason,
-            outcome.attempts)
+            self.status[i] = "matched"
+            self.lon[i], self.lat[i] = outcome.lon, outcome.lat
+        else:  # flagged: to the dead letters, never into the geometry
+            self.status[i], self.reason[i] = "failed", problem
+
+    def frame(self, index: pd.Index) -> pd.DataFrame:
+        values = (self.lon, self.lat, self.status, self.label, self.provider, self.reason,
+                  self.attempts)
+        return pd.DataFrame(dict(zip(GEOCODE_COLUMNS, values, strict=True)), index=index)
 
 
-def outcomes_frame(df: pd.DataFrame, outcomes: Sequence[Outcome]) -> gpd.GeoDataFrame:
+def _base(df: pd.DataFrame) -> pd.DataFrame:
+    """The input columns, without earlier geocode columns or geometry."""
+    drop = [c for c in (*GEOCODE_COLUMNS, "geometry") if c in df.columns]
+    if isinstance(df, gpd.GeoDataFrame) and df._geometry_column_name in df.columns:
+        drop.append(df._geometry_column_name)
+    return pd.DataFrame(df).drop(columns=list(dict.fromkeys(drop)))
+
+
+def outcomes_frame(df: pd.DataFrame, outcomes: Sequence[Outcome], *,
+                   country: Countries = None) -> gpd.GeoDataFrame:
     """A copy of ``df`` with the geocode columns and Point geometry in EPSG:4326.
 
-    Rows that did not match (or whose coordinates fail validation) keep an empty
-    geometry and say why in ``geocode_reason``.
+    Every match is validated before its Point is built (finite, in range, not
+    (0, 0), and inside ``country`` when given: one ISO alpha-2 code, or one code or
+    country name per row, unknown values skipping the check). Rows that did not
+    match, or whose coordinates were flagged, get an empty geometry, NaN ``lon``
+    and ``lat``, and say why in ``geocode_reason``. The input's active geometry
+    (if any) is replaced; ``df`` itself is never modified.
     """
-    if len(outcomes) != len(df):
-        raise ValueError(f"{len(outcomes)} outcomes for {len(df)} rows")
-    columns = list(zip(*map(_row, outcomes), strict=True)) if outcomes else [()] * 7
-    out = pd.DataFrame(
-        {name: list(values) for name, values in zip(GEOCODE_COLUMNS, columns, strict=True)},
-        index=df.index)
-    out["lon"] = out["lon"].astype("float64")
-    out["lat"] = out["lat"].astype("float64")
-    out["geocode_attempts"] = out["geocode_attempts"].astype("int64")
-    base = pd.DataFrame(df).drop(columns=[c for c in GEOCODE_COLUMNS if c in df.columns])
-    if isinstance(df, gpd.GeoDataFrame) and df.geometry.name in base.columns:
-        base = base.drop(columns=[df.geometry.name])
-    merged = pd.concat([base, out], axis=1)
-    points = gpd.points_from_xy(out["lon"], out["lat"], crs="EPSG:4326")
-    geometry = gpd.GeoSeries(points, index=df.index, crs="EPSG:4326")
-    geometry[out["geocode_status"] != "matched"] = None
-    return gpd.GeoDataFrame(merged, geometry=geometry, crs="EPSG:4326")
+    n = len(df)
+    if len(outcomes) != n:
+        raise ValueError(f"{len(outcomes)} outcomes for {n} rows")
+    columns = _Columns(n)
+    for i, (outcome, code) in enumerate(zip(outcomes, _countries(country, n), strict=True)):
+        columns.fill(i, outcome, code)
+    added = columns.frame(df.index)
+    merged = pd.concat([_base(df).reset_index(drop=True), added.reset_index(drop=True)], axis=1)
+    merged.index = df.index
+    points = gpd.points_from_xy(columns.lon, columns.lat, crs="EPSG:4326")
+    points[added["geocode_status"].to_numpy() != "matched"] = None
+    return gpd.GeoDataFrame(merged, geometry=points, crs="EPSG:4326")
 
 
 def dead_letters(result: pd.DataFrame) -> pd.DataFrame:
-    """The rows that did not match, with reasons and attempt counts, for review."""
+    """The rows that did not match (or were flagged), with reasons and attempts, for review.
+
+    A plain DataFrame with the input columns, then ``geocode_status``,
+    ``geocode_reason``, ``geocode_attempts``, ``geocode_provider`` and
+    ``geocode_label``; the index of ``result`` is kept.
+    """
+    if "geocode_status" not in result.columns:
+        raise KeyError("no geocode_status column: this frame is not a geocoding result; "
+                       "call df.geocode.run() first")
     rows = result[result["geocode_status"] != "matched"]
-    frame = pd.DataFrame(rows.drop(columns=["geometry", "lon", "lat"], errors="ignore"))
-    return frame
+    base = [c for c in _base(result).columns if c not in DEAD_LETTER_COLUMNS]
+    kept = [c for c in DEAD_LETTER_COLUMNS if c in rows.columns]
+    return pd.DataFrame(rows[base + kept])

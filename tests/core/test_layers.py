@@ -62,7 +62,8 @@ def test_engine_depends_on_protocols_not_backends() -> None:
 def test_public_api_is_pinned() -> None:
     assert sorted(geotoolkit.__all__) == sorted([
         "AuthenticationError", "Backoff", "Clock", "ConfigurationError", "ExportError",
-        "FakeClock", "Failure", "Gate", "GateError", "GeotoolkitError", "Match", "MemoryGate",
+        "FakeClock", "Failure", "Gate", "GateError", "GeocodeAccessor", "GeotoolkitError",
+        "Match", "MemoryGate",
         "NoMatch", "Outcome", "ProviderError", "ProviderResponseError",
         "ProviderUnavailableError", "Query", "QueryError", "QuotaExceededError",
         "RateLimitError", "RatePolicy", "SQLiteGate", "SystemClock", "__version__", "errors",

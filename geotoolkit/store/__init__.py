@@ -1,0 +1,90 @@
+"""Persistent result stores: the cache and checkpoint behind ``df.geocode.run()``.
+
+A store maps a cache key (``"<provider namespace>:<normalised query>"``) to a
+settled outcome. Matches and no-matches are kept (no-matches expire after
+``no_match_ttl_seconds``); failures never are, so they are retried next time.
+Every ``put`` is committed at once, so a killed process loses at most the
+requests that were in flight. Chosen by URL, like gates:
+
+- ``None``: the SQLite file ``results.sqlite`` in the user cache directory;
+- ``False`` or ``"none"``: no store;
+- ``"memory://"``: a dict, for tests and one-off runs;
+- ``"sqlite:///relative/path"`` or ``"sqlite:////absolute/path"`` (or a ``Path``);
+- ``"postgresql://..."``: a table shared by a team (psycopg 3).
+
+Store failures are raised as :class:`StoreError` (a ``GeotoolkitError``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from geotoolkit.clock import Clock
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.gate import redact_url
+from geotoolkit.store.base import DEFAULT_NO_MATCH_TTL_SECONDS, StoreError
+from geotoolkit.store.memory import MemoryStore
+from geotoolkit.store.sqlite import SQLiteStore, default_store_path
+
+if TYPE_CHECKING:  # the protocol lives with the engine, one layer up
+    from geotoolkit.engine import ResultStore
+
+__all__ = [
+    "DEFAULT_NO_MATCH_TTL_SECONDS",
+    "MemoryStore",
+    "SQLiteStore",
+    "StoreError",
+    "default_store_path",
+    "open_store",
+]
+
+
+def _sqlite_path(url: str) -> str | None:
+    # sqlite:///relative/path and sqlite:////absolute/path, as in SQLAlchemy.
+    rest = unquote(url.split("://", 1)[1])
+    return (rest[1:] if rest.startswith("/") else rest) or None
+
+
+def open_store(
+    cache: Any = None,
+    *,
+    clock: Clock | None = None,
+    no_match_ttl_seconds: float | None = DEFAULT_NO_MATCH_TTL_SECONDS,
+) -> ResultStore | None:
+    """Open the result store named by ``cache`` (see the module docstring).
+
+    A store object (anything with ``get_many``, ``put`` and ``blocking``) is
+    passed through unchanged.
+
+    >>> open_store(False) is None
+    True
+    >>> open_store("memory://")
+    MemoryStore(no_match_ttl_seconds=604800.0)
+    """
+    options: dict[str, Any] = {"clock": clock, "no_match_ttl_seconds": no_match_ttl_seconds}
+    if cache is False or (isinstance(cache, str) and cache.strip().lower() == "none"):
+        return None
+    if cache is None:
+        return SQLiteStore(None, **options)
+    if isinstance(cache, os.PathLike):
+        return SQLiteStore(Path(cache), **options)
+    if not isinstance(cache, str):
+        if all(hasattr(cache, a) for a in ("get_many", "put", "blocking")):
+            store: ResultStore = cache
+            return store
+        raise ConfigurationError(f"cache must be a URL, a path, None or False, got {cache!r}")
+    scheme = urlsplit(cache).scheme.lower()
+    if scheme == "memory":
+        return MemoryStore(**options)
+    if scheme == "sqlite":
+        return SQLiteStore(_sqlite_path(cache), **options)
+    if scheme in ("postgresql", "postgres"):
+        from geotoolkit.store.postgres import PostgresStore
+
+        return PostgresStore(cache, **options)
+    raise ConfigurationError(
+        f"unknown cache URL {redact_url(cache)!r}: use None (the default SQLite file), False, "
+        "memory://, sqlite:///path or postgresql://...")

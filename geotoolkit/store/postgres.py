@@ -1,0 +1,162 @@
+"""The team result store: one PostgreSQL table, created on first use (psycopg 3).
+
+One autocommit connection guarded by a lock, opened on first use and reopened
+after a failure; every ``put`` is committed at once. ``stored_at`` is written
+from the injected clock (host time), which is only used for no-match expiry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import psycopg
+
+from geotoolkit.clock import Clock
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.gate.postgres import redact_dsn
+from geotoolkit.results import Outcome
+from geotoolkit.store.base import (
+    COLUMNS,
+    DEFAULT_NO_MATCH_TTL_SECONDS,
+    Expiry,
+    Row,
+    StoreError,
+    decode,
+    encode,
+)
+
+__all__ = ["TABLE", "PostgresStore"]
+
+T = TypeVar("T")
+
+TABLE = "geotoolkit_results"
+#: Key of the transaction-level advisory lock serialising schema creation ("gtkres").
+_SCHEMA_LOCK = 0x6774_6B72_6573
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    key text PRIMARY KEY,
+    status text NOT NULL CHECK (status IN ('matched', 'no_match')),
+    lon double precision,
+    lat double precision,
+    label text NOT NULL DEFAULT '',
+    reason text NOT NULL DEFAULT '',
+    provider text NOT NULL DEFAULT '',
+    attempts integer NOT NULL DEFAULT 1,
+    stored_at double precision NOT NULL
+)
+"""
+_UPSERT = (f"INSERT INTO {TABLE} (key, {', '.join(COLUMNS)}) "
+           f"VALUES ({', '.join(['%s'] * (len(COLUMNS) + 1))}) ON CONFLICT (key) DO UPDATE SET "
+           + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS))
+_SELECT = f"SELECT key, {', '.join(COLUMNS)} FROM {TABLE} WHERE key = ANY(%s)"
+_CHUNK = 5000
+
+
+class PostgresStore:
+    """Settled outcomes in a PostgreSQL table shared by a team.
+
+    Parameters
+    ----------
+    dsn
+        A ``postgresql://`` URL or ``key=value`` DSN; its password never appears
+        in errors or reprs.
+    clock, no_match_ttl_seconds
+        As for :class:`~geotoolkit.store.SQLiteStore`.
+    """
+
+    backend = "postgres"
+    blocking = True
+
+    def __init__(self, dsn: str, *, clock: Clock | None = None,
+                 no_match_ttl_seconds: float | None = DEFAULT_NO_MATCH_TTL_SECONDS,
+                 timeout_seconds: float = 5.0) -> None:
+        self._expiry = Expiry.build(no_match_ttl_seconds, clock)
+        self.dsn = redact_dsn(dsn)
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.Error as exc:
+            raise ConfigurationError(f"bad PostgreSQL cache DSN {self.dsn!r}") from exc
+        self._dsn = dsn
+        self._password = str(given.get("password") or "") or None
+        self._timeout = timeout_seconds
+        self._lock = threading.Lock()
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _fail(self, exc: BaseException) -> NoReturn:
+        message = f"{type(exc).__name__}: {str(exc).strip()}"
+        if self._password:
+            message = message.replace(self._password, "***")
+        raise StoreError(f"PostgreSQL cache at {self.dsn} failed: {message}",
+                         backend="postgres") from exc
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            conn = psycopg.connect(self._dsn, autocommit=True, application_name="geotoolkit-cache",
+                                   connect_timeout=max(1, math.ceil(self._timeout)))
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                conn.execute(_SCHEMA)
+            self._conn = conn
+        return self._conn
+
+    def _call(self, body: Callable[[psycopg.Connection[Any]], T]) -> T:
+        with self._lock:
+            try:
+                return body(self._connect())
+            except (psycopg.Error, OSError) as exc:
+                self._drop()
+                self._fail(exc)
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+    def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]:
+        """The fresh outcomes stored for ``keys`` (missing and expired keys are absent)."""
+        unique = list(dict.fromkeys(keys))
+
+        def body(conn: psycopg.Connection[Any]) -> list[tuple[str, Row]]:
+            found: list[tuple[str, Row]] = []
+            for start in range(0, len(unique), _CHUNK):
+                rows = conn.execute(_SELECT, (unique[start:start + _CHUNK],)).fetchall()
+                found.extend((r[0], tuple(r[1:])) for r in rows)
+            return found
+
+        rows = self._call(body) if unique else []
+        now = self._expiry.now()
+        return {key: decode(row) for key, row in rows if self._expiry.fresh(row, now)}
+
+    def put(self, key: str, outcome: Outcome) -> None:
+        """Store a match or no-match, committed at once; failures are ignored."""
+        self.put_many([(key, outcome)])
+
+    def put_many(self, items: Iterable[tuple[str, Outcome]]) -> None:
+        """Store many outcomes in one transaction (failures are skipped)."""
+        now = self._expiry.now()
+        rows = [(k, *row) for k, o in items if (row := encode(o, now)) is not None]
+        if not rows:
+            return
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(_UPSERT, rows)
+
+        self._call(body)
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Forget ``keys`` (their queries will be sent again)."""
+        items = list(keys)
+        self._call(lambda conn: conn.execute(f"DELETE FROM {TABLE} WHERE key = ANY(%s)", (items,)))
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.dsn!r})"

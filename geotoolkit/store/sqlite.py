@@ -1,0 +1,151 @@
+"""The default result store: one SQLite file (WAL), committed on every put."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from geotoolkit.clock import Clock
+from geotoolkit.results import Outcome
+from geotoolkit.store.base import (
+    COLUMNS,
+    DEFAULT_NO_MATCH_TTL_SECONDS,
+    Expiry,
+    Row,
+    StoreError,
+    decode,
+    encode,
+)
+
+__all__ = ["SQLiteStore", "default_store_path"]
+
+T = TypeVar("T")
+
+_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS results (
+    key TEXT PRIMARY KEY NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('matched', 'no_match')),
+    lon REAL,
+    lat REAL,
+    label TEXT NOT NULL DEFAULT '',
+    reason TEXT NOT NULL DEFAULT '',
+    provider TEXT NOT NULL DEFAULT '',
+    attempts INTEGER NOT NULL DEFAULT 1,
+    stored_at REAL NOT NULL
+) WITHOUT ROWID
+"""
+_INSERT = (f"INSERT OR REPLACE INTO results (key, {', '.join(COLUMNS)}) "
+           f"VALUES ({', '.join('?' * (len(COLUMNS) + 1))})")
+#: Keys per ``IN (...)`` query: far below SQLite's variable limit, large enough to be fast.
+_CHUNK = 500
+
+
+def default_store_path() -> Path:
+    """``results.sqlite`` in the user's cache directory (created on first use)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("geotoolkit")) / "results.sqlite"
+
+
+class SQLiteStore:
+    """Settled outcomes in a SQLite file, shared by every process on the machine.
+
+    WAL mode with ``synchronous=NORMAL``: each ``put`` is its own committed
+    transaction, so a killed process (even ``kill -9``) keeps every finished
+    result. The file must live on a local filesystem.
+
+    Parameters
+    ----------
+    path
+        The file; ``None`` is :func:`default_store_path`.
+    clock
+        Supplies "now" for the no-match expiry (injectable for tests).
+    no_match_ttl_seconds
+        How long a no-match settles its query; ``None``: for ever.
+    """
+
+    backend = "sqlite"
+    blocking = True
+
+    def __init__(self, path: str | Path | None = None, *, clock: Clock | None = None,
+                 no_match_ttl_seconds: float | None = DEFAULT_NO_MATCH_TTL_SECONDS,
+                 timeout_seconds: float = 30.0) -> None:
+        self._expiry = Expiry.build(no_match_ttl_seconds, clock)
+        self.path = Path(path) if path is not None else default_store_path()
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=timeout_seconds,
+                                       isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the SQLite cache at {self.path}: {exc}",
+                             backend="sqlite") from exc
+        self._guard(self._init_schema)
+
+    def _init_schema(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version > _VERSION:
+            raise sqlite3.DatabaseError(f"schema version {version} is newer than this geotoolkit")
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(_SCHEMA)
+        self._db.execute(f"PRAGMA user_version={_VERSION}")
+
+    def _guard(self, body: Callable[[], T]) -> T:
+        with self._lock:
+            try:
+                return body()
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite cache {self.path} failed: {exc}",
+                                 backend="sqlite") from exc
+
+    def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]:
+        """The fresh outcomes stored for ``keys`` (missing and expired keys are absent)."""
+        unique = list(dict.fromkeys(keys))
+        rows = self._guard(lambda: self._select(unique))
+        now = self._expiry.now()
+        return {key: decode(row) for key, row in rows if self._expiry.fresh(row, now)}
+
+    def _select(self, keys: list[str]) -> list[tuple[str, Row]]:
+        found: list[tuple[str, Row]] = []
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start:start + _CHUNK]
+            cursor = self._db.execute(
+                f"SELECT key, {', '.join(COLUMNS)} FROM results "
+                f"WHERE key IN ({', '.join('?' * len(chunk))})", chunk)
+            found.extend((r[0], r[1:]) for r in cursor)
+        return found
+
+    def put(self, key: str, outcome: Outcome) -> None:
+        """Store a match or no-match, committed at once; failures are ignored."""
+        row = encode(outcome, self._expiry.now())
+        if row is not None:
+            self._guard(lambda: self._db.execute(_INSERT, (key, *row)))
+
+    def put_many(self, items: Iterable[tuple[str, Outcome]]) -> None:
+        """Store many outcomes in one transaction (failures are skipped)."""
+        now = self._expiry.now()
+        rows = [(k, *row) for k, o in items if (row := encode(o, now)) is not None]
+
+        def body() -> None:
+            with self._db:  # BEGIN ... COMMIT, or ROLLBACK on error
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany(_INSERT, rows)
+
+        self._guard(body)
+
+    def delete(self, keys: Iterable[str]) -> None:
+        """Forget ``keys`` (their queries will be sent again)."""
+        items = [(k,) for k in keys]
+        self._guard(lambda: self._db.executemany("DELETE FROM results WHERE key = ?", items))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
