@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from geotoolkit.providers import Nominatim
+from geotoolkit.results import Match, NoMatch, Outcome, Query
 from geotoolkit.testing import ProviderSimulator
 
 UA = "geotoolkit-tests/1.0 (tests@example.org)"
@@ -69,7 +70,34 @@ def coordinates() -> Callable[[Mapping[str, tuple[str, str] | None]], Coordinate
     return CoordinateServer
 
 
+class RawCoordinates:
+    """A tiny sans-I/O provider passing the served coordinates through unchecked.
+
+    Real providers refuse out-of-range values at their border; this one lets the
+    accessor's own validation see anything (NaN, 200.5, swapped pairs).
+    """
+
+    name = "raw"
+    host = "coordinates.test"
+    default_rate: float | None = None
+    gate_key = "coordinates.test"
+
+    def cache_namespace(self) -> str:
+        return "raw-coordinates"
+
+    def build_request(self, query: Query) -> httpx.Request:
+        return httpx.Request("GET", f"http://{self.host}/search", params={"q": str(query)})
+
+    def parse_response(self, query: Query, response: httpx.Response) -> Outcome:
+        body = response.json()
+        if not body:
+            return NoMatch(provider=self.name)
+        first = body[0]
+        return Match(lon=float(first["lon"]), lat=float(first["lat"]),
+                     label=first["display_name"], provider=self.name)
+
+
 @pytest.fixture
-def fake_provider() -> Nominatim:
+def fake_provider() -> RawCoordinates:
     """A provider whose requests go to an injected MockTransport (never the network)."""
-    return Nominatim("http://coordinates.test", user_agent=UA)
+    return RawCoordinates()

@@ -74,9 +74,9 @@ def test_geodataframe_input_keeps_its_rows_and_is_not_mutated(sim: ProviderSimul
 
 def test_missing_column_raises_key_error_naming_the_columns(run: Run, sim: ProviderSimulator) -> None:
     df = _frame()
-    with pytest.raises(KeyError, match="'adress'.*available columns: address, n"):
+    with pytest.raises(KeyError, match=r"'adress'.*available columns: address, n"):
         run(df, "adress")
-    with pytest.raises(KeyError, match="'town'.*address, n"):
+    with pytest.raises(KeyError, match=r"'town'.*address, n"):
         run(df, street="address", city="town")
     assert sim.requests == []
 

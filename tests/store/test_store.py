@@ -172,7 +172,7 @@ def test_sqlite_errors_are_store_errors(tmp_path: Path) -> None:
     assert info.value.backend == "sqlite" and isinstance(info.value, GeotoolkitError)
     garbage = tmp_path / "garbage.sqlite"
     garbage.write_bytes(b"this is not a SQLite database" * 100)
-    with pytest.raises(StoreError, match="garbage.sqlite"):
+    with pytest.raises(StoreError, match=r"garbage\.sqlite"):
         SQLiteStore(garbage)
 
 
