@@ -57,6 +57,7 @@ def build_engine(
     rows: int | None = None,
     cached: bool | None = None,
     daily_cap: int | None = None,
+    cap_period: str | None = None,
 ) -> Engine:
     """Assemble an Engine from user-facing arguments (provider name, gate URL, rate, ...).
 
@@ -65,23 +66,31 @@ def build_engine(
     anything is opened, ``check_usage_policy`` refuses a fleet (Redis/PostgreSQL
     gate) against a single-machine-only service such as public Nominatim, and
     warns about a large batch (``rows``) or no caching (``cached``; default:
-    whether a ``store`` is given). ``daily_cap`` is passed to the Engine when it
-    counts caps.
+    whether a ``store`` is given). ``daily_cap`` (requests per ``cap_period``,
+    ``"day"`` or ``"month"``, for the whole fleet on the key) is passed to an
+    Engine that counts caps; the registry's free-plan caps are in
+    ``geotoolkit.providers.get_policy(name)``.
     """
     provider = resolve_provider(provider, api_key=api_key, user_agent=user_agent,
                                 base_url=base_url)
     check_usage_policy(provider, rows=rows, gate_backend=gate_backend(gate),
                        cached=store is not None if cached is None else cached)
-    extra: dict[str, Any] = {}
-    if daily_cap is not None:
-        if "daily_cap" not in inspect.signature(Engine).parameters:
-            raise ConfigurationError("daily_cap is not supported by this version's Engine")
-        extra["daily_cap"] = daily_cap
+    extra = _engine_extras(daily_cap=daily_cap, cap_period=cap_period)
     return Engine(
         provider, gate=open_gate(gate, clock=clock), rate=rate_policy(rate, provider),
         backoff=backoff, concurrency=concurrency, max_attempts=max_attempts, clock=clock,
         timeout=timeout, transport=transport, progress=progress, store=store,
         max_wait_seconds=max_wait_seconds, rng=rng, **extra)
+
+
+def _engine_extras(**options: Any) -> dict[str, Any]:
+    """Optional Engine arguments that were given; refused if this Engine lacks them."""
+    given = {k: v for k, v in options.items() if v is not None}
+    accepted = inspect.signature(Engine).parameters
+    missing = sorted(set(given) - set(accepted))
+    if missing:
+        raise ConfigurationError(f"{', '.join(missing)} not supported by this version's Engine")
+    return given
 
 
 def resolve_provider(provider: Provider | str, *, api_key: str | None = None,

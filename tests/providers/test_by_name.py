@@ -5,13 +5,14 @@ from __future__ import annotations
 import inspect
 
 import pytest
-from provider_support import AGENT, SECRET
 
 from geotoolkit import ConfigurationError, Match, QuotaExceededError, geocode
 from geotoolkit.engine import Engine
 from geotoolkit.geocoding import build_engine, resolve_provider
 from geotoolkit.providers import PROVIDERS, LocationIQ, OpenCage, Photon, get_provider
 from geotoolkit.testing import ProviderSimulator
+
+from .provider_support import AGENT, SECRET
 
 ADDRESS = "Städtle 38, 9490 Vaduz"
 
@@ -72,12 +73,15 @@ def test_not_a_provider_is_refused() -> None:
 
 
 def test_daily_cap_goes_to_the_engine_only_if_it_counts_caps() -> None:
-    if "daily_cap" in inspect.signature(Engine).parameters:
-        engine = build_engine("opencage", api_key=SECRET, gate="memory://", daily_cap=10)
-        assert engine.daily_cap == 10  # type: ignore[attr-defined]
+    options = {"daily_cap": 10, "cap_period": "month"}
+    if set(options) <= set(inspect.signature(Engine).parameters):
+        from geotoolkit.gate.base import Cap
+
+        engine = build_engine("opencage", api_key=SECRET, gate="memory://", **options)
+        assert engine.cap == Cap(10, "month")
     else:
-        with pytest.raises(ConfigurationError, match="daily_cap"):
-            build_engine("opencage", api_key=SECRET, gate="memory://", daily_cap=10)
+        with pytest.raises(ConfigurationError, match="not supported"):
+            build_engine("opencage", api_key=SECRET, gate="memory://", **options)
 
 
 def test_geocode_by_name_end_to_end_against_the_simulator() -> None:

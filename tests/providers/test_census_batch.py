@@ -7,11 +7,12 @@ import io
 
 import httpx
 import pytest
-from provider_support import FIXTURES
 
 from geotoolkit import ConfigurationError, Failure, Match, NoMatch, Query
 from geotoolkit.errors import ProviderResponseError, QueryError, RateLimitError
 from geotoolkit.providers import BATCH_MAX_RECORDS, CensusBatch
+
+from .provider_support import FIXTURES
 
 BATCH = CensusBatch()
 SILVER_HILL = Query(housenumber="4600", street="Silver Hill Rd", city="Washington", state="DC",

@@ -6,12 +6,13 @@ import json
 
 import httpx
 import pytest
-from provider_support import AGENT, EXPECTED_POINT, KEYED, SECRET, cases, load, make, response_of
 
 from geotoolkit import errors
 from geotoolkit.errors import ConfigurationError, ProviderError
 from geotoolkit.providers import POLICIES, PROVIDERS, Provider, get_provider
 from geotoolkit.results import Failure, Match, NoMatch, Query
+
+from .provider_support import AGENT, EXPECTED_POINT, KEYED, SECRET, cases, load, make, response_of
 
 NAMES = sorted(PROVIDERS)
 TEXT = Query(text="Karl Johans gate 1, 0154 Oslo")

@@ -12,10 +12,11 @@ import os
 from typing import Any
 
 import pytest
-from provider_support import KEYED
 
 from geotoolkit import Match, geocode
 from geotoolkit.providers import PROVIDERS
+
+from .provider_support import KEYED
 
 pytestmark = [
     pytest.mark.live,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from provider_support import AGENT, KEYED, make
 
 from geotoolkit import ConfigurationError, MemoryGate, Query
 from geotoolkit.geocoding import build_engine, gate_backend, geocode
@@ -20,6 +19,8 @@ from geotoolkit.providers import (
     get_policy,
     policy_for,
 )
+
+from .provider_support import AGENT, KEYED, make
 
 PUBLIC = Nominatim(user_agent=AGENT)
 OWN = Nominatim("http://127.0.0.1:8080", user_agent=AGENT)

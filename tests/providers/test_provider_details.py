@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from provider_support import SECRET, make
 
 from geotoolkit import Failure, NoMatch, Query
 from geotoolkit.errors import QuotaExceededError, RateLimitError
 from geotoolkit.providers import ArcGIS, Geonorge, Mapbox, Pelias
+
+from .provider_support import SECRET, make
 
 OSLO = Query(housenumber="1", street="Karl Johans gate", city="Oslo", postalcode="0154",
              country="NO")
