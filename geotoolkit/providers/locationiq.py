@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from urllib.parse import urlsplit
 
 import httpx
 
 from geotoolkit.errors import ConfigurationError, QuotaExceededError
+from geotoolkit.gate.base import gate_key
 from geotoolkit.providers._common import DEFAULT_USER_AGENT, policy_rate
 from geotoolkit.providers.nominatim import Nominatim
 from geotoolkit.results import NoMatch, Outcome, Query
@@ -63,6 +65,12 @@ class LocationIQ(Nominatim):
                          language=language, rate=rate)
         self.default_rate = policy_rate(self.name, self.host, rate)
         self.is_public = False
+
+    @property
+    def gate_key(self) -> str:
+        """One gate key per API key for both regions: the plan's limits are per key."""
+        public = self.host in (urlsplit(LOCATIONIQ_US).hostname, urlsplit(LOCATIONIQ_EU).hostname)
+        return gate_key("locationiq.com" if public else self.host, self._api_key)
 
     def build_request(self, query: Query) -> httpx.Request:
         request = super().build_request(query)

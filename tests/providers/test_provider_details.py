@@ -120,6 +120,8 @@ def test_locationiq_is_nominatim_shaped() -> None:
     assert request.url.params["street"] == "1 Karl Johans gate"
     eu = make("locationiq", base_url="https://eu1.locationiq.com/v1")
     assert eu.default_rate == 2.0 and eu.host == "eu1.locationiq.com"
+    assert eu.gate_key == make("locationiq").gate_key  # the plan's limits are per key
+    assert make("locationiq", base_url="http://127.0.0.1:9").gate_key != eu.gate_key
 
 
 def test_locationiq_other_404_is_a_failure() -> None:
