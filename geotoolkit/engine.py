@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+import secrets
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, TypeVar
 
 import httpx
 
@@ -16,14 +20,16 @@ from geotoolkit.errors import (
     ConfigurationError,
     GeotoolkitError,
     ProviderUnavailableError,
+    QuotaExceededError,
     RateLimitError,
 )
-from geotoolkit.gate.base import Gate
+from geotoolkit.gate.base import Cap, FleetStats, Gate, Report, Reservation
 from geotoolkit.policy import Backoff, RatePolicy
 from geotoolkit.progress import (
     BatchFinished,
     BatchStarted,
     Event,
+    FleetSampled,
     ItemFinished,
     ProgressSink,
     Throttled,
@@ -51,6 +57,20 @@ class _Stop(Exception):
     """Internal: another worker hit an error that stops the batch."""
 
 
+@dataclass
+class _Counts:
+    """What this run saw since its last report to the gate."""
+
+    requests: int = 0
+    successes: int = 0
+    throttled: int = 0
+
+    def take(self) -> Report:
+        report = Report(self.requests, self.successes, self.throttled)
+        self.requests = self.successes = self.throttled = 0
+        return report
+
+
 class Engine:
     """Geocode queries through a provider, paced by a fleet gate.
 
@@ -62,6 +82,16 @@ class Engine:
     errors stop the batch (finished outcomes are already in ``store``). With
     ``max_wait_seconds``, a wait longer than that budget raises
     ``RateLimitError(retry_after=...)`` instead of sleeping.
+
+    The fleet: requests, successes and 429/503s are counted on the gate with the
+    next gate call (no extra round trip); a 429 feeds the gate's adaptive pacing
+    (the whole fleet slows down when 429s keep arriving, then probes back up).
+    Every ``sample_seconds`` (of ``clock``) the run refreshes its heartbeat on
+    the gate (one run is one worker, under a random id) and emits
+    ``FleetSampled``. With ``daily_cap``, at most that many requests are sent
+    per UTC ``cap_period`` ("day" or "month") by every worker on the key
+    together; reaching it raises ``QuotaExceededError`` and the next period's
+    run resumes where this one stopped.
     """
 
     def __init__(
@@ -80,6 +110,9 @@ class Engine:
         store: ResultStore | None = None,
         max_wait_seconds: float | None = None,
         rng: random.Random | None = None,
+        daily_cap: int | None = None,
+        cap_period: Literal["day", "month"] = "day",
+        sample_seconds: float = 0.5,
     ) -> None:
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigurationError(f"concurrency must be a positive integer, got {concurrency!r}")
@@ -87,6 +120,8 @@ class Engine:
             raise ConfigurationError(f"max_attempts must be a positive integer, got {max_attempts!r}")
         if max_wait_seconds is not None and not max_wait_seconds >= 0:
             raise ConfigurationError("max_wait_seconds must be >= 0")
+        if not sample_seconds > 0:
+            raise ConfigurationError("sample_seconds must be > 0")
         self.provider, self.gate, self.rate = provider, gate, rate
         self.backoff = backoff or Backoff()
         self.concurrency, self.max_attempts = concurrency, max_attempts
@@ -95,6 +130,11 @@ class Engine:
         self.progress, self.store = progress, store
         self.max_wait_seconds = max_wait_seconds
         self.rng = rng or random.Random()
+        self.cap = None if daily_cap is None else Cap(daily_cap, cap_period)
+        self.sample_seconds = sample_seconds
+        #: This run's id on the gate (random, new for every run).
+        self.worker_id = ""
+        self._counts = _Counts()
         self._error: BaseException | None = None
         self._client: httpx.AsyncClient
 
@@ -122,7 +162,8 @@ class Engine:
         pending = iter([(k, queries[k]) for k in groups if k not in cached])
         self._error = None
         try:
-            await self._work(pending, groups, results)
+            async with self._fleet():
+                await self._work(pending, groups, results)
         except BaseException as exc:
             self._finish(results, started, exc)
             raise
@@ -200,17 +241,17 @@ class Engine:
         last: GeotoolkitError | None = None
         for attempt in range(1, self.max_attempts + 1):
             await self._wait_for_slot()
+            self._counts.requests += 1
             try:
                 response = await http.send(self._client, request, self.provider.name)
-                return with_attempts(self.provider.parse_response(query, response), attempt)
+                outcome = self.provider.parse_response(query, response)
+                self._counts.successes += 1
+                return with_attempts(outcome, attempt)
             except RateLimitError as exc:
                 last = exc
+                self._counts.throttled += 1
                 wait = self.backoff.wait(attempt, exc.retry_after, self.rng)
-                await self._call(self.gate.blocking, self.gate.pause, self.provider.gate_key, wait)
-                self._emit(Throttled(
-                    wait_seconds=wait, host=self.provider.host, status_code=exc.status_code,
-                    cause="retry-after" if exc.retry_after is not None else "backoff",
-                    retry_after=exc.retry_after, at=self.clock.now()))
+                await self._publish_pause(exc, wait)
             except ProviderUnavailableError as exc:
                 last = exc
                 wait = self.backoff.delay(attempt, self.rng)
@@ -221,23 +262,50 @@ class Engine:
                        error=type(last).__name__, provider=self.provider.name,
                        attempts=self.max_attempts)
 
+    async def _publish_pause(self, exc: RateLimitError, wait: float) -> None:
+        """Publish the pause on the gate (before sleeping), then tell the listeners."""
+        host = self.provider.host
+        if exc.retry_after is not None:
+            cause = f"Retry-After from {host}: {wait:.0f} s"
+        else:
+            cause = f"backoff after HTTP {exc.status_code} from {host}: {wait:.1f} s"
+        pause = functools.partial(self.gate.pause, self.provider.gate_key, wait, cause=cause,
+                                  rate_limited=exc.status_code == 429, report=self._counts.take())
+        await self._call(self.gate.blocking, pause)
+        self._emit(Throttled(
+            wait_seconds=wait, host=host, status_code=exc.status_code,
+            cause="retry-after" if exc.retry_after is not None else "backoff",
+            retry_after=exc.retry_after, at=self.clock.now()))
+
     async def _wait_for_slot(self) -> None:
-        """Reserve a send slot on the gate and wait for it; recheck pauses after waiting."""
-        key, interval, horizon = self.provider.gate_key, self.rate.interval, self.rate.horizon_seconds
-        blocking = self.gate.blocking
+        """Reserve a send slot on the gate and wait for it.
+
+        After waiting, the reservation stands only if no pause was published
+        meanwhile (a pause cancels every outstanding reservation: same epoch).
+        """
         while True:
             if self._error is not None:
                 raise _Stop
-            wait = await self._call(blocking, self.gate.acquire, key, interval, horizon)
-            if wait <= 0:
+            slot = await self._reserve()
+            if slot.wait <= 0:
                 return
-            self._check_budget(wait)
-            await self.clock.sleep(wait)
-            if wait > horizon:
+            self._check_budget(slot.wait)
+            await self.clock.sleep(slot.wait)
+            if not slot.reserved:
                 continue  # nothing was reserved: ask again
-            state = await self._call(blocking, self.gate.state, key)
-            if state.pause_remaining <= 0:
-                return  # a pause published while we slept voids the reservation
+            state = await self._call(self.gate.blocking, self.gate.state, self.provider.gate_key)
+            if state.pause_remaining <= 0 and state.epoch == slot.epoch:
+                return
+
+    async def _reserve(self) -> Reservation:
+        reserve = functools.partial(
+            self.gate.reserve, self.provider.gate_key, self.rate.interval,
+            self.rate.horizon_seconds, report=self._counts.take(), cap=self.cap)
+        try:
+            return await self._call(self.gate.blocking, reserve)
+        except QuotaExceededError as exc:
+            exc.provider = exc.provider or self.provider.name
+            raise
 
     def _check_budget(self, wait: float) -> None:
         if self.max_wait_seconds is not None and wait > self.max_wait_seconds:
@@ -245,6 +313,47 @@ class Engine:
                 f"{self.provider.host} asks to wait {wait:.1f} s, more than "
                 f"max_wait_seconds={self.max_wait_seconds:g}",
                 retry_after=wait, provider=self.provider.name)
+
+    # -- the fleet -------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _fleet(self) -> AsyncIterator[None]:
+        """Join the fleet for the block: sample it periodically, then leave it."""
+        self.worker_id = secrets.token_hex(8)
+        sampler = asyncio.create_task(self._sample_forever())
+        try:
+            yield
+        finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+            await self._record(leaving=True)
+
+    async def _sample_forever(self) -> None:
+        while True:
+            stats = await self._record()
+            if stats is not None:
+                self._emit(self._sampled(stats))
+            await self.clock.sleep(self.sample_seconds)
+
+    async def _record(self, *, leaving: bool = False) -> FleetStats | None:
+        """Flush the counts and refresh (or drop) the heartbeat; never fails the batch."""
+        record = functools.partial(self.gate.record, self.provider.gate_key, self._counts.take(),
+                                   worker=self.worker_id, leaving=leaving)
+        try:
+            return await self._call(self.gate.blocking, record)
+        except GeotoolkitError as exc:
+            log.debug("could not record fleet stats: %s", exc)
+            return None
+
+    def _sampled(self, stats: FleetStats) -> FleetSampled:
+        rate = self.rate.rate
+        return FleetSampled(
+            pace=stats.pace, allowed_rate=None if rate is None else rate * stats.rate_factor,
+            requests=stats.requests, successes=stats.successes, throttled=stats.throttled,
+            window_seconds=stats.window_seconds, pause_remaining=stats.pause_remaining,
+            pause_cause=stats.pause_cause, workers_active=stats.workers_active,
+            at=self.clock.now())
 
     # -- plumbing --------------------------------------------------------------
 

@@ -7,15 +7,31 @@ from urllib.parse import unquote, urlsplit
 
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError
-from geotoolkit.gate.base import Gate, GateState, gate_key
+from geotoolkit.gate.base import (
+    Aimd,
+    Cap,
+    FleetStats,
+    Gate,
+    GateState,
+    Report,
+    Reservation,
+    Usage,
+    gate_key,
+)
 from geotoolkit.gate.memory import MemoryGate
 from geotoolkit.gate.sqlite import SQLiteGate, default_gate_path
 
 __all__ = [
+    "Aimd",
+    "Cap",
+    "FleetStats",
     "Gate",
     "GateState",
     "MemoryGate",
+    "Report",
+    "Reservation",
     "SQLiteGate",
+    "Usage",
     "default_gate_path",
     "gate_key",
     "open_gate",
@@ -36,8 +52,16 @@ def redact_url(url: str) -> str:
     return parts._replace(netloc=netloc).geturl()
 
 
-def open_gate(url: str | Gate | None = None, *, clock: Clock | None = None) -> Gate:
+def open_gate(
+    url: str | Gate | None = None, *, clock: Clock | None = None, fallback: bool = True
+) -> Gate:
     """Open a gate from a URL (or pass a Gate through). ``None``: the default SQLite file.
+
+    A server gate (``redis://``, ``postgresql://``) comes wrapped in a
+    ``FallbackGate`` unless ``fallback=False``: if its store becomes unreachable
+    mid-run, this process paces itself locally at a conservative share of the
+    rate, warns once (``GateUnavailableWarning``) and returns to the shared state
+    when the store is back.
 
     >>> open_gate("memory://").backend
     'memory'
@@ -56,10 +80,15 @@ def open_gate(url: str | Gate | None = None, *, clock: Clock | None = None) -> G
         rest = unquote(url.split("://", 1)[1])
         path = rest[1:] if rest.startswith("/") else rest
         return SQLiteGate(path or None, clock=clock)
-    return _open_server_gate(scheme, url, clock)
+    gate = _open_server_gate(scheme, url)
+    if not fallback:
+        return gate
+    from geotoolkit.gate.fallback import FallbackGate
+
+    return FallbackGate(gate, clock=clock)
 
 
-def _open_server_gate(scheme: str, url: str, clock: Clock | None) -> Gate:
+def _open_server_gate(scheme: str, url: str) -> Gate:
     opener: Any
     if scheme in ("redis", "rediss", "unix"):
         from geotoolkit.gate.redis import RedisGate as opener

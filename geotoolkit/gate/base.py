@@ -1,17 +1,28 @@
 """The fleet gate protocol: one shared pacing state per (provider host, hashed key).
 
-The state is two instants on the store's own clock: ``tat`` (GCRA theoretical
-arrival time: the earliest next send) and ``pause_until`` (a published pause).
+The state lives on the store's own clock: ``tat`` (GCRA theoretical arrival
+time: the earliest next send), ``pause_until`` (a published pause) and its
+``epoch`` (how many pauses were published), plus the fleet's adaptive
+``rate_factor``, sliding-window counts, worker heartbeats and cap counters.
 
-``acquire`` *reserves* a send slot atomically in one round trip::
+``reserve`` (and its float shortcut ``acquire``) *reserves* a send slot
+atomically in one round trip::
 
     slot = max(now, tat, pause_until)
-    if slot - now <= horizon:  tat = slot + interval     (reserved)
-    return slot - now                                    (seconds to wait)
+    if slot - now <= horizon:  tat = slot + interval / rate_factor     (reserved)
+    return slot - now                                                  (seconds to wait)
 
 ``pause`` publishes ``pause_until = max(pause_until, now + seconds)`` (never
-shorter) and pushes ``tat`` to at least ``pause_until`` so the fleet restarts
-one interval apart.
+shorter). A pause that extends the current one *cancels every outstanding
+reservation*: ``tat`` restarts at ``pause_until`` (the fleet restarts one
+interval apart) and ``epoch`` grows, so a worker that reserved before it must
+reserve again (compare ``Reservation.epoch`` with ``GateState.epoch``).
+
+Adaptive pacing (AIMD, see ``Aimd``): a 429 that keeps coming back although the
+fleet paces at its allowed rate cuts ``rate_factor`` multiplicatively, at most
+once per pause and once per ``hold_seconds``, so one burst of 429s from many
+workers at the same moment cuts it once; successful answers raise it again
+slowly (additively), never above 1 (the configured rate).
 """
 
 from __future__ import annotations
@@ -19,24 +30,178 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from geotoolkit.errors import ConfigurationError
 
-__all__ = ["Gate", "GateState", "gate_key", "gcra_acquire", "gcra_pause"]
+__all__ = [
+    "HEARTBEAT_SECONDS",
+    "Aimd",
+    "Cap",
+    "FleetStats",
+    "Gate",
+    "GateState",
+    "Period",
+    "Report",
+    "Reservation",
+    "Usage",
+    "gate_key",
+    "gcra_acquire",
+    "gcra_pause",
+]
+
+Period = Literal["day", "month"]
+
+#: A worker that has not reported for this long no longer counts as active.
+HEARTBEAT_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
 class GateState:
-    """A snapshot of one key's state, times on the store's clock."""
+    """A snapshot of one key's pacing state, times on the store's clock."""
 
     now: float
     tat: float
     pause_until: float
+    #: How many pauses extended ``pause_until`` so far (0 for a new key).
+    epoch: int = 0
 
     @property
     def pause_remaining(self) -> float:
         return max(0.0, self.pause_until - self.now)
+
+
+@dataclass(frozen=True)
+class Report:
+    """Counts a worker observed since its last report, flushed with its next gate call.
+
+    ``requests`` sent, ``successes`` (answers that were not throttled or failed)
+    and ``throttled`` answers (429/503).
+    """
+
+    requests: int = 0
+    successes: int = 0
+    throttled: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.requests, self.successes, self.throttled) < 0:
+            raise ConfigurationError("report counts must be >= 0")
+
+    def __bool__(self) -> bool:
+        return bool(self.requests or self.successes or self.throttled)
+
+
+@dataclass(frozen=True)
+class Cap:
+    """At most ``limit`` sends per UTC ``period`` ("day" or "month") on a key."""
+
+    limit: int
+    period: Period = "day"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 0:
+            raise ConfigurationError(f"a cap must be a whole number >= 0, got {self.limit!r}")
+        if self.period not in ("day", "month"):
+            raise ConfigurationError(f"cap period must be 'day' or 'month', got {self.period!r}")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Sends counted against a cap in one UTC period (``"2025-03-01"`` or ``"2025-03"``)."""
+
+    period: str
+    used: int
+    resets_at: float
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The answer of ``reserve``: wait ``wait`` seconds, then send (if ``reserved``).
+
+    ``now`` is the store's clock, so the slot is ``now + wait``; ``epoch`` is the
+    pause epoch the slot was reserved in; ``usage`` is set when a cap was given.
+    """
+
+    wait: float
+    now: float
+    reserved: bool
+    epoch: int = 0
+    rate_factor: float = 1.0
+    usage: Usage | None = None
+
+
+@dataclass(frozen=True)
+class FleetStats:
+    """The fleet on one key, as every worker (and the notebook panel) sees it.
+
+    Counts cover the last ``window_seconds`` (a sliding window of one-second
+    buckets, shorter while the key is new). ``workers_active`` counts the engine
+    runs that reported within ``HEARTBEAT_SECONDS``.
+    """
+
+    now: float
+    window_seconds: float
+    requests: int
+    successes: int
+    throttled: int
+    rate_factor: float = 1.0
+    pause_until: float = 0.0
+    pause_cause: str = ""
+    workers_active: int = 0
+
+    @property
+    def pause_remaining(self) -> float:
+        return max(0.0, self.pause_until - self.now)
+
+    @property
+    def pace(self) -> float:
+        """Requests per second over the window."""
+        return self.requests / self.window_seconds if self.window_seconds > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Aimd:
+    """Adaptive pacing: multiplicative decrease on 429s, slow additive increase.
+
+    A throttle *event* is a 429 answered while no pause is active (429s that
+    arrive during a pause belong to the burst that published it). An event
+    multiplies ``rate_factor`` by ``cut(now, previous_event)``: by ``decrease``
+    when it follows the previous event within ``recent_seconds`` (or is the
+    first one: 429s that keep coming mean the fleet is well over the limit),
+    by proportionally less the longer the calm before it (a 429 after a long
+    calm means the fleet is just over the limit: back off a little). At most
+    one cut per ``hold_seconds``. After the pause that came with a cut, every
+    second of successful answers adds ``increase_per_second`` (capped at 1:
+    never above the configured rate).
+    """
+
+    decrease: float = 0.7
+    increase_per_second: float = 0.0005
+    min_factor: float = 0.05
+    hold_seconds: float = 1.0
+    recent_seconds: float = 3.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.decrease <= 1:
+            raise ConfigurationError("Aimd.decrease must be in (0, 1]")
+        if not 0 < self.min_factor <= 1:
+            raise ConfigurationError("Aimd.min_factor must be in (0, 1]")
+        for name in ("increase_per_second", "hold_seconds", "recent_seconds"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigurationError(f"Aimd.{name} must be finite and >= 0")
+
+    def cut(self, now: float, previous: float | None) -> float:
+        """The multiplier for an event at ``now`` after one at ``previous`` (None: none).
+
+        >>> a = Aimd(decrease=0.7, recent_seconds=3.0)
+        >>> a.cut(100.0, None), a.cut(100.0, 98.0), round(a.cut(100.0, 70.0), 3)
+        (0.7, 0.7, 0.97)
+        """
+        calm = math.inf if previous is None else now - previous
+        if previous is None or calm <= self.recent_seconds:
+            return self.decrease
+        return 1.0 - (1.0 - self.decrease) * self.recent_seconds / calm
 
 
 @runtime_checkable
@@ -50,20 +215,61 @@ class Gate(Protocol):
     backend: str
     blocking: bool
 
-    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
-        """Reserve the next send slot; return the seconds to wait before sending.
+    def reserve(
+        self,
+        key: str,
+        interval: float,
+        horizon: float = 60.0,
+        *,
+        report: Report | None = None,
+        cap: Cap | None = None,
+    ) -> Reservation:
+        """Reserve the next send slot, paced at ``interval / rate_factor``.
 
         A wait longer than ``horizon`` is returned without a reservation: sleep,
-        then call ``acquire`` again.
+        then call again. ``report`` is counted in the same round trip (its
+        successes drive the additive increase). With ``cap``, the period's
+        counter grows with each reservation, atomically; a cap already reached
+        raises ``QuotaExceededError`` without reserving.
         """
         ...
 
-    def pause(self, key: str, seconds: float) -> float:
-        """Publish a fleet-wide pause (never shortening one); return its remaining seconds."""
+    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
+        """``reserve(...).wait``: the seconds to wait before sending."""
+        ...
+
+    def pause(
+        self,
+        key: str,
+        seconds: float,
+        *,
+        cause: str = "",
+        rate_limited: bool = False,
+        report: Report | None = None,
+    ) -> float:
+        """Publish a fleet-wide pause (never shortening one); return its remaining seconds.
+
+        ``cause`` is shown to every worker while the pause lasts. ``rate_limited``
+        (the pause answers a 429) feeds adaptive pacing.
+        """
         ...
 
     def state(self, key: str) -> GateState:
-        """Read the key's state without changing it."""
+        """Read the key's pacing state without changing it."""
+        ...
+
+    def record(
+        self, key: str, report: Report, *, worker: str | None = None, leaving: bool = False
+    ) -> FleetStats:
+        """Count ``report``, refresh (or, ``leaving``, drop) ``worker``'s heartbeat; return the stats."""
+        ...
+
+    def stats(self, key: str) -> FleetStats:
+        """Read the fleet's stats without changing them."""
+        ...
+
+    def usage(self, key: str, period: Period = "day") -> Usage:
+        """Sends counted against caps in the current UTC ``period``."""
         ...
 
     def close(self) -> None: ...
@@ -103,7 +309,13 @@ def gcra_acquire(
 
 
 def gcra_pause(now: float, tat: float, pause_until: float, seconds: float) -> tuple[float, float]:
-    """Pure pause step: return ``(new_tat, new_pause_until)``; never shortens a pause."""
+    """Pure pause step: return ``(new_tat, new_pause_until)``; never shortens a pause.
+
+    A pause that extends the current one cancels the reservations: ``tat`` restarts
+    at the new ``pause_until``. One that does not extend it changes nothing.
+    """
     _check(0.0, seconds)
     until = max(pause_until, now + max(seconds, 0.0))
-    return max(tat, until), until
+    if until > pause_until:
+        return until, until
+    return tat, pause_until

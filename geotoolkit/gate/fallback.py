@@ -6,6 +6,12 @@
 since the rest of the fleet is presumably doing the same. Every
 ``retry_seconds`` it tries the store again; when the store answers, it logs the
 recovery, pushes any pause still active locally to the store, and goes back to it.
+
+Cap counters: while degraded, the local gate counts on from the store's last
+known count, so a cap still holds during an outage; sends made while degraded
+are not added to the store's counter afterwards (the fleet may overshoot a cap
+by what other processes sent meanwhile). Stats read while degraded are this
+process's own.
 """
 
 from __future__ import annotations
@@ -19,7 +25,16 @@ from typing import TypeVar
 
 from geotoolkit.clock import Clock, SystemClock
 from geotoolkit.errors import ConfigurationError, GateError
-from geotoolkit.gate.base import Gate, GateState
+from geotoolkit.gate.base import (
+    Cap,
+    FleetStats,
+    Gate,
+    GateState,
+    Period,
+    Report,
+    Reservation,
+    Usage,
+)
 from geotoolkit.gate.memory import MemoryGate
 
 __all__ = ["FallbackGate", "GateUnavailableWarning"]
@@ -57,6 +72,7 @@ class FallbackGate:
         self.retry_seconds = float(retry_seconds)
         self._clock = clock or SystemClock()
         self._local = MemoryGate(clock=self._clock)
+        self._usage: dict[tuple[str, str], Usage] = {}  # last count seen on the store
         self._lock = threading.Lock()
         self._degraded = False
         self._next_retry = 0.0
@@ -110,7 +126,7 @@ class FallbackGate:
         for key in keys:
             remaining = self._local.state(key).pause_remaining
             if remaining > 0:
-                self.inner.pause(key, remaining)
+                self.inner.pause(key, remaining, cause=self._local.stats(key).pause_cause)
 
     def _route(self, inner: Callable[[], T], local: Callable[[], T]) -> T:
         if not self._use_inner():
@@ -128,20 +144,50 @@ class FallbackGate:
 
     # -- the Gate protocol ----------------------------------------------------------
 
-    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
-        return self._route(
-            lambda: self.inner.acquire(key, interval, horizon),
-            lambda: self._local.acquire(key, interval / self.share, horizon),
-        )
+    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
+                report: Report | None = None, cap: Cap | None = None) -> Reservation:
+        def inner() -> Reservation:
+            reservation = self.inner.reserve(key, interval, horizon, report=report, cap=cap)
+            if cap is not None and reservation.usage is not None:
+                self._usage[(key, cap.period)] = reservation.usage
+            return reservation
 
-    def pause(self, key: str, seconds: float) -> float:
+        def local() -> Reservation:
+            known = self._usage.get((key, cap.period)) if cap is not None else None
+            if known is not None:
+                self._local.seed_usage(key, known)
+            return self._local.reserve(key, interval / self.share, horizon, report=report, cap=cap)
+
+        return self._route(inner, local)
+
+    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
+        return self.reserve(key, interval, horizon).wait
+
+    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
+              report: Report | None = None) -> float:
         # Always remembered locally too: a pause published just before the store
         # went down still holds this process back while degraded.
-        local = self._local.pause(key, seconds)
-        return self._route(lambda: self.inner.pause(key, seconds), lambda: local)
+        local = self._local.pause(key, seconds, cause=cause, rate_limited=rate_limited)
+        return self._route(
+            lambda: self.inner.pause(key, seconds, cause=cause, rate_limited=rate_limited,
+                                     report=report),
+            lambda: local)
 
     def state(self, key: str) -> GateState:
         return self._route(lambda: self.inner.state(key), lambda: self._local.state(key))
+
+    def record(self, key: str, report: Report, *, worker: str | None = None,
+               leaving: bool = False) -> FleetStats:
+        return self._route(
+            lambda: self.inner.record(key, report, worker=worker, leaving=leaving),
+            lambda: self._local.record(key, report, worker=worker, leaving=leaving))
+
+    def stats(self, key: str) -> FleetStats:
+        return self._route(lambda: self.inner.stats(key), lambda: self._local.stats(key))
+
+    def usage(self, key: str, period: Period = "day") -> Usage:
+        return self._route(lambda: self.inner.usage(key, period),
+                           lambda: self._local.usage(key, period))
 
     def close(self) -> None:
         try:

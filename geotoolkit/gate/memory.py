@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 from geotoolkit.clock import Clock, SystemClock
-from geotoolkit.gate.base import GateState, gcra_acquire, gcra_pause
+from geotoolkit.gate.base import (
+    HEARTBEAT_SECONDS,
+    Aimd,
+    Cap,
+    FleetStats,
+    GateState,
+    Period,
+    Report,
+    Reservation,
+    Usage,
+)
+from geotoolkit.gate.fleet import Fleet, cap_reached, pause_step, period_of, reserve_step
 
 __all__ = ["MemoryGate"]
+
+
+@dataclass
+class _Key:
+    tat: float = 0.0
+    until: float = 0.0
+    fleet: Fleet = field(default_factory=Fleet)
+    workers: dict[str, float] = field(default_factory=dict)  # worker -> heartbeat expiry
 
 
 class MemoryGate:
@@ -16,31 +36,85 @@ class MemoryGate:
     backend = "memory"
     blocking = False
 
-    def __init__(self, clock: Clock | None = None) -> None:
+    def __init__(self, clock: Clock | None = None, *, aimd: Aimd | None = None) -> None:
         self._clock = clock or SystemClock()
+        self.aimd = aimd or Aimd()
         self._lock = threading.Lock()
-        self._state: dict[str, tuple[float, float]] = {}
+        self._state: dict[str, _Key] = {}
+        self._usage: dict[tuple[str, str], int] = {}  # (key, period label) -> sends
+
+    def _key(self, key: str) -> _Key:
+        return self._state.setdefault(key, _Key())
+
+    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
+                report: Report | None = None, cap: Cap | None = None) -> Reservation:
+        with self._lock:
+            now, st = self._clock.now(), self._key(key)
+            wait, tat, st.fleet = reserve_step(now, st.tat, st.until, st.fleet, interval, horizon,
+                                               report, self.aimd)
+            usage = None
+            if cap is not None:
+                usage = self._usage_at(key, cap.period, now)
+                if usage.used >= cap.limit:
+                    raise cap_reached(cap, usage)
+            reserved = wait <= horizon
+            if reserved:
+                st.tat = tat
+                if usage is not None:
+                    usage = Usage(usage.period, usage.used + 1, usage.resets_at)
+                    self._usage[(key, usage.period)] = usage.used
+            return Reservation(wait, now, reserved, st.fleet.epoch, st.fleet.factor, usage)
 
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
-        with self._lock:
-            now = self._clock.now()
-            tat, until = self._state.get(key, (0.0, 0.0))
-            wait, tat = gcra_acquire(now, tat, until, interval, horizon)
-            self._state[key] = (tat, until)
-            return wait
+        return self.reserve(key, interval, horizon).wait
 
-    def pause(self, key: str, seconds: float) -> float:
+    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
+              report: Report | None = None) -> float:
         with self._lock:
-            now = self._clock.now()
-            tat, until = self._state.get(key, (0.0, 0.0))
-            tat, until = gcra_pause(now, tat, until, seconds)
-            self._state[key] = (tat, until)
-            return until - now
+            now, st = self._clock.now(), self._key(key)
+            st.tat, st.until, st.fleet = pause_step(
+                now, st.tat, st.until, st.fleet, seconds, cause=cause,
+                rate_limited=rate_limited, report=report, aimd=self.aimd)
+            return st.until - now
 
     def state(self, key: str) -> GateState:
         with self._lock:
-            tat, until = self._state.get(key, (0.0, 0.0))
-            return GateState(now=self._clock.now(), tat=tat, pause_until=until)
+            st = self._state.get(key) or _Key()
+            return GateState(now=self._clock.now(), tat=st.tat, pause_until=st.until,
+                             epoch=st.fleet.epoch)
+
+    def record(self, key: str, report: Report, *, worker: str | None = None,
+               leaving: bool = False) -> FleetStats:
+        with self._lock:
+            now, st = self._clock.now(), self._key(key)
+            st.fleet = st.fleet.counted(now, report).succeeded(now, report.successes, self.aimd)
+            if worker is not None:
+                if leaving:
+                    st.workers.pop(worker, None)
+                else:
+                    st.workers[worker] = now + HEARTBEAT_SECONDS
+            st.workers = {w: t for w, t in st.workers.items() if t > now}
+            return st.fleet.stats(now, st.until, len(st.workers))
+
+    def stats(self, key: str) -> FleetStats:
+        with self._lock:
+            now, st = self._clock.now(), self._state.get(key) or _Key()
+            active = sum(1 for t in st.workers.values() if t > now)
+            return st.fleet.stats(now, st.until, active)
+
+    def usage(self, key: str, period: Period = "day") -> Usage:
+        with self._lock:
+            return self._usage_at(key, period, self._clock.now())
+
+    def _usage_at(self, key: str, period: Period, now: float) -> Usage:
+        label, resets_at = period_of(now, period)
+        return Usage(label, self._usage.get((key, label), 0), resets_at)
+
+    def seed_usage(self, key: str, usage: Usage) -> None:
+        """Start counting from ``usage`` (a fallback seeds it with the store's last count)."""
+        with self._lock:
+            slot = (key, usage.period)
+            self._usage[slot] = max(self._usage.get(slot, 0), usage.used)
 
     def keys(self) -> list[str]:
         with self._lock:

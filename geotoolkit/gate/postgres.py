@@ -1,11 +1,12 @@
 """The fleet gate on PostgreSQL: one row per gate key, updated by plpgsql functions.
 
-Every ``acquire`` and ``pause`` is one SQL function call on an autocommit
-connection; the function locks the key's row, reads the server's
+Every gate call is one SQL function call on an autocommit connection (schema in
+``_postgres_sql``); the function locks the key's row, reads the server's
 ``clock_timestamp()`` (not ``now()``, frozen at transaction start) and applies the
-GCRA step. The table is UNLOGGED with a low fillfactor: the state is ephemeral
-pacing, rewritten many times a second by a busy fleet (HOT updates, no WAL).
-Rows idle for an hour are deleted opportunistically.
+step. The state tables are UNLOGGED with a low fillfactor: ephemeral pacing,
+rewritten many times a second by a busy fleet (HOT updates, no WAL); the cap
+counters are logged. Rows idle for an hour are deleted opportunistically; cap
+periods follow the server's UTC calendar.
 
 Create the schema ahead of time with ``geotoolkit gate init URL`` (``init_schema``),
 or let the first gate call do it.
@@ -27,7 +28,20 @@ from psycopg import errors as pg_errors
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import redact_url
-from geotoolkit.gate.base import GateState, _check
+from geotoolkit.gate._postgres_sql import SCHEMA, SWEEP
+from geotoolkit.gate.base import (
+    HEARTBEAT_SECONDS,
+    Aimd,
+    Cap,
+    FleetStats,
+    GateState,
+    Period,
+    Report,
+    Reservation,
+    Usage,
+    _check,
+)
+from geotoolkit.gate.fleet import cap_reached
 
 __all__ = ["PostgresGate", "init_schema", "redact_dsn"]
 
@@ -42,91 +56,26 @@ _SWEEP_EVERY = 600.0
 #: Stand-in for an infinite horizon.
 _FAR = 1e15
 
-_SCHEMA = [
-    """
-    CREATE UNLOGGED TABLE IF NOT EXISTS geotoolkit_gate (
-        key text PRIMARY KEY,
-        tat double precision NOT NULL DEFAULT 0,
-        pause_until double precision NOT NULL DEFAULT 0,
-        updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
-    ) WITH (fillfactor = 50)
-    """,
-    # The GCRA step, reporting the server's "now" as well: slot = now + wait.
-    """
-    CREATE OR REPLACE FUNCTION geotoolkit_gate_reserve(
-        p_key text, p_interval double precision, p_horizon double precision,
-        OUT wait double precision, OUT now double precision)
-    LANGUAGE plpgsql AS $$
-    DECLARE
-        v_tat double precision;
-        v_until double precision;
-        v_slot double precision;
-    BEGIN
-        SELECT g.tat, g.pause_until INTO v_tat, v_until
-          FROM geotoolkit_gate g WHERE g.key = p_key FOR UPDATE;
-        IF NOT FOUND THEN
-            INSERT INTO geotoolkit_gate (key) VALUES (p_key) ON CONFLICT (key) DO NOTHING;
-            SELECT g.tat, g.pause_until INTO v_tat, v_until
-              FROM geotoolkit_gate g WHERE g.key = p_key FOR UPDATE;
-        END IF;
-        -- read the clock once the row is ours
-        now := extract(epoch FROM clock_timestamp())::double precision;
-        v_slot := greatest(now, v_tat, v_until);
-        wait := v_slot - now;
-        IF wait <= p_horizon THEN
-            UPDATE geotoolkit_gate
-               SET tat = v_slot + p_interval, updated_at = clock_timestamp()
-             WHERE key = p_key;
-        END IF;
-    END
-    $$
-    """,
-    """
-    CREATE OR REPLACE FUNCTION geotoolkit_gate_acquire(
-        p_key text, p_interval double precision, p_horizon double precision)
-    RETURNS double precision
-    LANGUAGE sql AS $$
-        SELECT r.wait FROM geotoolkit_gate_reserve(p_key, p_interval, p_horizon) r
-    $$
-    """,
-    # Publish a pause (never shortening one) and push tat to it; return the
-    # remaining seconds.
-    """
-    CREATE OR REPLACE FUNCTION geotoolkit_gate_pause(p_key text, p_seconds double precision)
-    RETURNS double precision
-    LANGUAGE plpgsql AS $$
-    DECLARE
-        v_now double precision;
-        v_until double precision;
-    BEGIN
-        SELECT g.pause_until INTO v_until
-          FROM geotoolkit_gate g WHERE g.key = p_key FOR UPDATE;
-        v_now := extract(epoch FROM clock_timestamp())::double precision;
-        INSERT INTO geotoolkit_gate AS g (key, tat, pause_until, updated_at)
-        VALUES (p_key, v_now + greatest(p_seconds, 0), v_now + greatest(p_seconds, 0),
-                clock_timestamp())
-        ON CONFLICT (key) DO UPDATE
-           SET pause_until = greatest(g.pause_until, excluded.pause_until),
-               tat = greatest(g.tat, g.pause_until, excluded.pause_until),
-               updated_at = excluded.updated_at
-        RETURNING g.pause_until INTO v_until;
-        RETURN v_until - v_now;
-    END
-    $$
-    """,
-]
-
-# Idle for an hour and no pause or reservation still pending.
-_SWEEP = """
-    DELETE FROM geotoolkit_gate
-     WHERE updated_at < clock_timestamp() - interval '1 hour'
-       AND greatest(tat, pause_until) < extract(epoch FROM clock_timestamp())
-"""
-
 _STATE = """
     SELECT extract(epoch FROM clock_timestamp())::double precision,
            coalesce((SELECT tat FROM geotoolkit_gate WHERE key = %(k)s), 0),
-           coalesce((SELECT pause_until FROM geotoolkit_gate WHERE key = %(k)s), 0)
+           coalesce((SELECT pause_until FROM geotoolkit_gate WHERE key = %(k)s), 0),
+           coalesce((SELECT epoch FROM geotoolkit_gate WHERE key = %(k)s), 0)
+"""
+
+_STATS = """
+    SELECT s.* FROM (SELECT extract(epoch FROM clock_timestamp())::double precision AS n) c
+      LEFT JOIN geotoolkit_gate g ON g.key = %(k)s
+     CROSS JOIN LATERAL geotoolkit_gate_stats_of(
+           %(k)s, c.n, g.b_stamp, g.b_counts, coalesce(g.factor, 1.0),
+           coalesce(g.pause_until, 0.0), g.cause) s
+"""
+
+_USAGE = """
+    SELECT p.label, coalesce(u.used, 0), p.resets_at
+      FROM geotoolkit_gate_period(extract(epoch FROM clock_timestamp())::double precision,
+                                  %(p)s) p
+      LEFT JOIN geotoolkit_gate_usage u ON u.key = %(k)s AND u.period = p.label
 """
 
 _PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
@@ -158,15 +107,37 @@ def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
         params["connect_timeout"] = max(1, math.ceil(timeout_seconds))
     if "tcp_user_timeout" not in given:  # a dead server mid-query fails fast too
         params["tcp_user_timeout"] = max(1, math.ceil(timeout_seconds * 1000))
-    return psycopg.connect(dsn, **params)
+    conn = psycopg.connect(dsn, **params)
+    # Cap counters are the only logged writes; losing the last fraction of a
+    # second of them in a server crash is fine, waiting for an fsync per send is not.
+    conn.execute("SET synchronous_commit = off")
+    return conn
 
 
 def _create_schema(conn: psycopg.Connection[Any]) -> None:
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        for statement in _SCHEMA:
+        for statement in SCHEMA:
             conn.execute(statement)
-        conn.execute(_SWEEP)
+        _sweep(conn)
+
+
+def _sweep(conn: psycopg.Connection[Any]) -> None:
+    for statement in SWEEP:
+        conn.execute(statement)
+
+
+def _counts(report: Report | None) -> tuple[int, int, int]:
+    report = report or Report()
+    return report.requests, report.successes, report.throttled
+
+
+def _fleet_stats(row: Any) -> FleetStats:
+    now, window, requests, successes, throttled, factor, until, cause, workers = row
+    return FleetStats(
+        now=float(now), window_seconds=float(window), requests=int(requests),
+        successes=int(successes), throttled=int(throttled), rate_factor=float(factor),
+        pause_until=float(until), pause_cause=str(cause or ""), workers_active=int(workers))
 
 
 def init_schema(dsn: str, *, timeout_seconds: float = 5.0) -> None:
@@ -189,8 +160,10 @@ class PostgresGate:
     backend = "postgres"
     blocking = True
 
-    def __init__(self, dsn: str, *, clock: Clock | None = None, timeout_seconds: float = 5.0) -> None:
+    def __init__(self, dsn: str, *, clock: Clock | None = None, timeout_seconds: float = 5.0,
+                 aimd: Aimd | None = None) -> None:
         del clock  # the server clock is the truth
+        self.aimd = aimd or Aimd()
         self.dsn = redact_dsn(dsn)
         try:
             psycopg.conninfo.conninfo_to_dict(dsn)
@@ -253,7 +226,7 @@ class PostgresGate:
             self._last_sweep = time.monotonic()
             # Housekeeping only: a failure must not turn a made reservation into an error.
             with contextlib.suppress(psycopg.Error):
-                conn.execute(_SWEEP)
+                _sweep(conn)
 
     # -- the Gate protocol ------------------------------------------------------
 
@@ -265,32 +238,44 @@ class PostgresGate:
 
         self._call("create its schema", body)
 
-    def reserve(self, key: str, interval: float, horizon: float = 60.0) -> tuple[float, float]:
-        """``acquire``, also returning the server's "now": ``(wait, now)``; slot = now + wait."""
+    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
+                report: Report | None = None, cap: Cap | None = None) -> Reservation:
         _check(interval)
         if math.isnan(horizon):
             raise ConfigurationError("the gate horizon must be a number")
         horizon = max(-_FAR, min(_FAR, horizon))
+        args = (key, float(interval), float(horizon), *_counts(report),
+                self.aimd.increase_per_second, cap.limit if cap is not None else None,
+                cap.period if cap is not None else "day")
 
-        def body(conn: psycopg.Connection[Any]) -> tuple[float, float]:
+        def body(conn: psycopg.Connection[Any]) -> Any:
             row = conn.execute(
-                "SELECT wait, now FROM geotoolkit_gate_reserve(%s, %s, %s)",
-                (key, float(interval), float(horizon)),
+                "SELECT * FROM geotoolkit_gate_reserve(%s, %s, %s, %s, %s, %s, %s, %s, %s)", args,
             ).fetchone()
-            assert row is not None
             self._maybe_sweep(conn)
-            return float(row[0]), float(row[1])
+            return row
 
-        return self._call("acquire", body)
+        wait, now, reserved, epoch, factor, used, label, resets, capped = self._call("acquire", body)
+        usage = Usage(str(label), int(used), float(resets)) if cap is not None else None
+        if capped:
+            assert cap is not None and usage is not None
+            raise cap_reached(cap, usage)
+        return Reservation(float(wait), float(now), bool(reserved), int(epoch), float(factor), usage)
 
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
-        return self.reserve(key, interval, horizon)[0]
+        return self.reserve(key, interval, horizon).wait
 
-    def pause(self, key: str, seconds: float) -> float:
+    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
+              report: Report | None = None) -> float:
         _check(0.0, seconds)
+        a = self.aimd
+        args = (key, float(seconds), cause, rate_limited, a.decrease, a.min_factor,
+                a.hold_seconds, a.recent_seconds, *_counts(report))
 
         def body(conn: psycopg.Connection[Any]) -> float:
-            row = conn.execute("SELECT geotoolkit_gate_pause(%s, %s)", (key, float(seconds))).fetchone()
+            row = conn.execute(
+                "SELECT geotoolkit_gate_pause(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", args,
+            ).fetchone()
             assert row is not None
             return float(row[0])
 
@@ -300,9 +285,34 @@ class PostgresGate:
         def body(conn: psycopg.Connection[Any]) -> GateState:
             row = conn.execute(_STATE, {"k": key}).fetchone()
             assert row is not None
-            return GateState(now=float(row[0]), tat=float(row[1]), pause_until=float(row[2]))
+            return GateState(now=float(row[0]), tat=float(row[1]), pause_until=float(row[2]),
+                             epoch=int(row[3]))
 
         return self._call("read the state", body)
+
+    def record(self, key: str, report: Report, *, worker: str | None = None,
+               leaving: bool = False) -> FleetStats:
+        args = (key, *_counts(report), self.aimd.increase_per_second, worker, leaving,
+                HEARTBEAT_SECONDS)
+
+        def body(conn: psycopg.Connection[Any]) -> FleetStats:
+            return _fleet_stats(conn.execute(
+                "SELECT * FROM geotoolkit_gate_record(%s, %s, %s, %s, %s, %s, %s, %s)", args,
+            ).fetchone())
+
+        return self._call("record", body)
+
+    def stats(self, key: str) -> FleetStats:
+        return self._call("read the stats",
+                          lambda conn: _fleet_stats(conn.execute(_STATS, {"k": key}).fetchone()))
+
+    def usage(self, key: str, period: Period = "day") -> Usage:
+        def body(conn: psycopg.Connection[Any]) -> Usage:
+            row = conn.execute(_USAGE, {"k": key, "p": period}).fetchone()
+            assert row is not None
+            return Usage(str(row[0]), int(row[1]), float(row[2]))
+
+        return self._call("read the usage", body)
 
     def close(self) -> None:
         with self._lock:

@@ -1,9 +1,9 @@
-"""The fleet gate on Redis: one hash per gate key, updated by atomic Lua scripts.
+"""The fleet gate on Redis: a few keys per gate key, updated by atomic Lua scripts.
 
-Every ``acquire`` and ``pause`` is one round trip (``EVALSHA``). The scripts read
-the server's clock with ``TIME``, so every client of the fleet agrees on "now"
-whatever its own clock says. Replies carry floats as strings: Redis truncates Lua
-numbers to integers, and ``tostring`` loses digits of epoch times.
+Every call is one round trip (``EVALSHA``; scripts in ``_redis_lua``). The
+scripts read the server's clock with ``TIME``, so every client of the fleet
+agrees on "now" whatever its own clock says, and cap periods (UTC day or month)
+follow the server's calendar.
 """
 
 from __future__ import annotations
@@ -17,64 +17,23 @@ from redis.retry import Retry
 
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError, GateError
+from geotoolkit.gate import _redis_lua as lua
 from geotoolkit.gate import redact_url
-from geotoolkit.gate.base import GateState, _check
+from geotoolkit.gate.base import (
+    HEARTBEAT_SECONDS,
+    Aimd,
+    Cap,
+    FleetStats,
+    GateState,
+    Period,
+    Report,
+    Reservation,
+    Usage,
+    _check,
+)
+from geotoolkit.gate.fleet import cap_reached
 
 __all__ = ["RedisGate"]
-
-# Shared prologue: the server clock in seconds (microsecond precision; an epoch in
-# microseconds is ~1.7e15, exact in a double) and the key's current state.
-_PROLOGUE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local v = redis.call('HMGET', KEYS[1], 'tat', 'pause_until')
-local tat = tonumber(v[1]) or 0
-local until_ = tonumber(v[2]) or 0
-local function fmt(x) return string.format('%.6f', x) end
-local function keep(ttl)
-  -- expire ttl seconds after the state stops mattering (never during a pause)
-  local ms = math.ceil((math.max(tat, until_, now) - now + ttl) * 1000)
-  redis.call('PEXPIRE', KEYS[1], ms)
-end
-"""
-
-# KEYS[1]: hash; ARGV: interval, horizon, ttl seconds. Returns {wait, now}.
-_ACQUIRE = (
-    _PROLOGUE
-    + """
-local interval = tonumber(ARGV[1])
-local horizon = tonumber(ARGV[2])
-local slot = math.max(now, tat, until_)
-local wait = slot - now
-if wait <= horizon then
-  tat = slot + interval
-  redis.call('HSET', KEYS[1], 'tat', fmt(tat))
-  keep(tonumber(ARGV[3]))
-end
-return {fmt(wait), fmt(now)}
-"""
-)
-
-# KEYS[1]: hash; ARGV: seconds, ttl seconds. Returns {remaining, now}.
-_PAUSE = (
-    _PROLOGUE
-    + """
-local seconds = math.max(tonumber(ARGV[1]), 0)
-until_ = math.max(until_, now + seconds)
-tat = math.max(tat, until_)
-redis.call('HSET', KEYS[1], 'tat', fmt(tat), 'pause_until', fmt(until_))
-keep(tonumber(ARGV[2]))
-return {fmt(until_ - now), fmt(now)}
-"""
-)
-
-# KEYS[1]: hash. Returns {now, tat, pause_until}; read-only.
-_STATE = (
-    _PROLOGUE
-    + """
-return {fmt(now), fmt(tat), fmt(until_)}
-"""
-)
 
 #: Stand-in for an infinite horizon (Lua's tonumber does not parse "inf").
 _FAR = 1e15
@@ -90,13 +49,21 @@ def _horizon(horizon: float) -> float:
     return max(-_FAR, min(_FAR, horizon))
 
 
+def _counts(report: Report | None) -> list[str]:
+    report = report or Report()
+    return [str(report.requests), str(report.successes), str(report.throttled)]
+
+
 class RedisGate:
     """Gate state in Redis, shared by every process of a fleet that can reach it.
 
-    ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``). Each gate
-    key maps to one hash (``<key>:gate``) whose expiry is refreshed on every write,
-    ``key_ttl_seconds`` after its state stops mattering. ``clock`` is accepted for a
-    uniform signature and ignored: the server's ``TIME`` is the truth.
+    ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``). A gate key
+    ``k`` maps to the hash ``k:gate`` (pacing, AIMD, one-second buckets), the sorted
+    set ``k:workers`` (heartbeats) and the hash ``k:usage`` (cap counters). Each
+    expires on its own: the state ``key_ttl_seconds`` after it stops mattering,
+    heartbeats after two heartbeat periods, cap counters a day after their period.
+    ``clock`` is accepted for a uniform signature and ignored: the server's ``TIME``
+    is the truth.
     """
 
     backend = "redis"
@@ -109,12 +76,14 @@ class RedisGate:
         key_ttl_seconds: float = 3600,
         clock: Clock | None = None,
         timeout_seconds: float = 2.0,
+        aimd: Aimd | None = None,
     ) -> None:
         del clock  # the server clock is the truth
         if not (math.isfinite(key_ttl_seconds) and key_ttl_seconds > 0):
             raise ConfigurationError("key_ttl_seconds must be finite and > 0")
         self.url = redact_url(url)
         self.key_ttl_seconds = float(key_ttl_seconds)
+        self.aimd = aimd or Aimd()
         try:
             self._client: redis.Redis = redis.Redis.from_url(
                 url,
@@ -128,14 +97,21 @@ class RedisGate:
         except (ValueError, redis.RedisError) as exc:
             raise ConfigurationError(f"bad Redis gate URL {self.url!r}: {exc}") from exc
         self._password = self._client.connection_pool.connection_kwargs.get("password")
-        self._acquire = self._client.register_script(_ACQUIRE)
-        self._pause = self._client.register_script(_PAUSE)
-        self._state = self._client.register_script(_STATE)
+        register = self._client.register_script
+        self._acquire, self._pause, self._record = (
+            register(lua.ACQUIRE), register(lua.PAUSE), register(lua.RECORD))
+        self._stats, self._state, self._usage = (
+            register(lua.STATS), register(lua.STATE), register(lua.USAGE))
 
     @staticmethod
     def storage_key(key: str) -> str:
-        """The Redis key holding a gate key's state."""
+        """The Redis key holding a gate key's pacing state."""
         return f"{key}:gate"
+
+    @staticmethod
+    def storage_keys(key: str) -> list[str]:
+        """Every Redis key of a gate key: state, heartbeats, cap counters."""
+        return [f"{key}:gate", f"{key}:workers", f"{key}:usage"]
 
     def _fail(self, action: str, exc: Exception) -> NoReturn:
         message = str(exc)
@@ -146,32 +122,68 @@ class RedisGate:
             backend="redis",
         ) from exc
 
-    def _run(self, action: str, script: Any, key: str, *args: float) -> list[float]:
+    def _run(self, action: str, script: Any, key: str, *args: str) -> list[Any]:
         try:
-            reply = script(keys=[self.storage_key(key)], args=[_arg(a) for a in args])
-            return [float(x) for x in reply]
+            return list(script(keys=self.storage_keys(key), args=list(args)))
         except (redis.RedisError, OSError, ValueError, TypeError) as exc:
             self._fail(action, exc)
 
-    def reserve(self, key: str, interval: float, horizon: float = 60.0) -> tuple[float, float]:
-        """``acquire``, also returning the server's "now": ``(wait, now)``; slot = now + wait."""
+    # -- the Gate protocol ------------------------------------------------------
+
+    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
+                report: Report | None = None, cap: Cap | None = None) -> Reservation:
         _check(interval)
-        wait, now = self._run(
-            "acquire", self._acquire, key, interval, _horizon(horizon), self.key_ttl_seconds
-        )
-        return wait, now
+        reply = self._run(
+            "acquire", self._acquire, key, _arg(interval), _arg(_horizon(horizon)),
+            _arg(self.key_ttl_seconds), *_counts(report), _arg(self.aimd.increase_per_second),
+            str(cap.limit if cap is not None else -1), cap.period if cap is not None else "day")
+        wait, now, reserved, epoch, factor, used, label, resets, capped = reply
+        usage = Usage(str(label), int(used), float(resets)) if cap is not None else None
+        if int(capped):
+            assert cap is not None and usage is not None
+            raise cap_reached(cap, usage)
+        return Reservation(float(wait), float(now), bool(int(reserved)), int(epoch),
+                           float(factor), usage)
 
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
-        return self.reserve(key, interval, horizon)[0]
+        return self.reserve(key, interval, horizon).wait
 
-    def pause(self, key: str, seconds: float) -> float:
+    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
+              report: Report | None = None) -> float:
         _check(0.0, seconds)
-        remaining, _now = self._run("pause", self._pause, key, seconds, self.key_ttl_seconds)
-        return remaining
+        a = self.aimd
+        remaining, _now = self._run(
+            "pause", self._pause, key, _arg(seconds), _arg(self.key_ttl_seconds), cause,
+            "1" if rate_limited else "0", _arg(a.decrease), _arg(a.min_factor),
+            _arg(a.hold_seconds), _arg(a.recent_seconds), *_counts(report))
+        return float(remaining)
 
     def state(self, key: str) -> GateState:
-        now, tat, until = self._run("read the state", self._state, key)
-        return GateState(now=now, tat=tat, pause_until=until)
+        now, tat, until, epoch = self._run("read the state", self._state, key)
+        return GateState(now=float(now), tat=float(tat), pause_until=float(until), epoch=int(epoch))
+
+    def record(self, key: str, report: Report, *, worker: str | None = None,
+               leaving: bool = False) -> FleetStats:
+        reply = self._run(
+            "record", self._record, key, _arg(self.key_ttl_seconds), *_counts(report),
+            _arg(self.aimd.increase_per_second), worker or "", "1" if leaving else "0",
+            _arg(HEARTBEAT_SECONDS))
+        return self._fleet_stats(reply)
+
+    def stats(self, key: str) -> FleetStats:
+        return self._fleet_stats(self._run("read the stats", self._stats, key))
+
+    @staticmethod
+    def _fleet_stats(reply: list[Any]) -> FleetStats:
+        now, window, requests, successes, throttled, factor, until, cause, workers = reply
+        return FleetStats(
+            now=float(now), window_seconds=float(window), requests=int(requests),
+            successes=int(successes), throttled=int(throttled), rate_factor=float(factor),
+            pause_until=float(until), pause_cause=str(cause), workers_active=int(workers))
+
+    def usage(self, key: str, period: Period = "day") -> Usage:
+        label, used, resets = self._run("read the usage", self._usage, key, period)
+        return Usage(str(label), int(used), float(resets))
 
     def ping(self) -> bool:
         """True when the server answers."""

@@ -9,20 +9,45 @@ from pathlib import Path
 from typing import TypeVar
 
 from geotoolkit.clock import Clock, SystemClock
-from geotoolkit.errors import GateError
-from geotoolkit.gate.base import GateState, gcra_acquire, gcra_pause
+from geotoolkit.errors import GateError, QuotaExceededError
+from geotoolkit.gate.base import (
+    HEARTBEAT_SECONDS,
+    Aimd,
+    Cap,
+    FleetStats,
+    GateState,
+    Period,
+    Report,
+    Reservation,
+    Usage,
+)
+from geotoolkit.gate.fleet import Fleet, cap_reached, pause_step, period_of, reserve_step
 
 __all__ = ["SQLiteGate", "default_gate_path"]
 
 T = TypeVar("T")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS gate (
-    key TEXT PRIMARY KEY,
-    tat REAL NOT NULL DEFAULT 0,
-    pause_until REAL NOT NULL DEFAULT 0
-)
-"""
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS gate (
+        key TEXT PRIMARY KEY,
+        tat REAL NOT NULL DEFAULT 0,
+        pause_until REAL NOT NULL DEFAULT 0
+    )""",
+    """CREATE TABLE IF NOT EXISTS gate_workers (
+        key TEXT NOT NULL, worker TEXT NOT NULL, expires_at REAL NOT NULL,
+        PRIMARY KEY (key, worker)
+    )""",
+    """CREATE TABLE IF NOT EXISTS gate_usage (
+        key TEXT NOT NULL, period TEXT NOT NULL, used INTEGER NOT NULL,
+        PRIMARY KEY (key, period)
+    )""",
+]
+
+#: Cap counters are kept this long (two months) after their period.
+_KEEP_USAGE_SECONDS = 62 * 86_400.0
+
+#: Columns added after the first release (a gate file from then is upgraded in place).
+_FLEET_COLUMN = "ALTER TABLE gate ADD COLUMN fleet TEXT"
 
 
 def default_gate_path() -> Path:
@@ -44,9 +69,10 @@ class SQLiteGate:
     blocking = True
 
     def __init__(self, path: str | Path | None = None, *, clock: Clock | None = None,
-                 timeout_seconds: float = 30.0) -> None:
+                 timeout_seconds: float = 30.0, aimd: Aimd | None = None) -> None:
         self.path = Path(path) if path is not None else default_gate_path()
         self._clock = clock or SystemClock()
+        self.aimd = aimd or Aimd()
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,10 +80,18 @@ class SQLiteGate:
                                        isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(_SCHEMA)
+            self._transaction(self._create_schema)
         except (OSError, sqlite3.Error) as exc:
             raise GateError(f"cannot open the SQLite gate at {self.path}: {exc}",
                             backend="sqlite") from exc
+
+    @staticmethod
+    def _create_schema(db: sqlite3.Connection) -> None:
+        for statement in _SCHEMA:
+            db.execute(statement)
+        columns = {row[1] for row in db.execute("PRAGMA table_info(gate)")}
+        if "fleet" not in columns:
+            db.execute(_FLEET_COLUMN)
 
     def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
@@ -74,32 +108,71 @@ class SQLiteGate:
                 raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
 
     @staticmethod
-    def _read(db: sqlite3.Connection, key: str) -> tuple[float, float]:
-        row = db.execute("SELECT tat, pause_until FROM gate WHERE key = ?", (key,)).fetchone()
-        return (float(row[0]), float(row[1])) if row else (0.0, 0.0)
+    def _read(db: sqlite3.Connection, key: str) -> tuple[float, float, Fleet]:
+        row = db.execute("SELECT tat, pause_until, fleet FROM gate WHERE key = ?", (key,)).fetchone()
+        if row is None:
+            return 0.0, 0.0, Fleet()
+        return float(row[0]), float(row[1]), Fleet.from_json(row[2])
 
     @staticmethod
-    def _write(db: sqlite3.Connection, key: str, tat: float, until: float) -> None:
-        db.execute("INSERT INTO gate(key, tat, pause_until) VALUES (?, ?, ?) "
+    def _write(db: sqlite3.Connection, key: str, tat: float, until: float, fleet: Fleet) -> None:
+        db.execute("INSERT INTO gate(key, tat, pause_until, fleet) VALUES (?, ?, ?, ?) "
                    "ON CONFLICT(key) DO UPDATE SET tat = excluded.tat, "
-                   "pause_until = excluded.pause_until", (key, tat, until))
+                   "pause_until = excluded.pause_until, fleet = excluded.fleet",
+                   (key, tat, until, fleet.to_json()))
+
+    @staticmethod
+    def _usage_at(db: sqlite3.Connection, key: str, period: Period, now: float) -> Usage:
+        label, resets_at = period_of(now, period)
+        row = db.execute("SELECT used FROM gate_usage WHERE key = ? AND period = ?",
+                         (key, label)).fetchone()
+        return Usage(label, int(row[0]) if row else 0, resets_at)
+
+    @staticmethod
+    def _workers(db: sqlite3.Connection, key: str, now: float) -> int:
+        row = db.execute("SELECT count(*) FROM gate_workers WHERE key = ? AND expires_at > ?",
+                         (key, now)).fetchone()
+        return int(row[0])
+
+    # -- the Gate protocol --------------------------------------------------------
+
+    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
+                report: Report | None = None, cap: Cap | None = None) -> Reservation:
+        def body(db: sqlite3.Connection) -> Reservation | QuotaExceededError:
+            now = self._clock.now()
+            tat, until, fleet = self._read(db, key)
+            wait, new_tat, fleet = reserve_step(now, tat, until, fleet, interval, horizon,
+                                                report, self.aimd)
+            usage = self._usage_at(db, key, cap.period, now) if cap is not None else None
+            capped = cap is not None and usage is not None and usage.used >= cap.limit
+            reserved = wait <= horizon and not capped
+            self._write(db, key, new_tat if reserved else tat, until, fleet)
+            if capped:
+                assert cap is not None and usage is not None
+                return cap_reached(cap, usage)  # raised after the report is committed
+            if reserved and usage is not None:
+                usage = Usage(usage.period, usage.used + 1, usage.resets_at)
+                db.execute("INSERT INTO gate_usage(key, period, used) VALUES (?, ?, ?) "
+                           "ON CONFLICT(key, period) DO UPDATE SET used = excluded.used",
+                           (key, usage.period, usage.used))
+            return Reservation(wait, now, reserved, fleet.epoch, fleet.factor, usage)
+
+        result = self._transaction(body)
+        if isinstance(result, QuotaExceededError):
+            raise result
+        return result
 
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
+        return self.reserve(key, interval, horizon).wait
+
+    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
+              report: Report | None = None) -> float:
         def body(db: sqlite3.Connection) -> float:
             now = self._clock.now()
-            tat, until = self._read(db, key)
-            wait, new_tat = gcra_acquire(now, tat, until, interval, horizon)
-            if new_tat != tat:
-                self._write(db, key, new_tat, until)
-            return wait
-
-        return self._transaction(body)
-
-    def pause(self, key: str, seconds: float) -> float:
-        def body(db: sqlite3.Connection) -> float:
-            now = self._clock.now()
-            tat, until = gcra_pause(now, *self._read(db, key), seconds)
-            self._write(db, key, tat, until)
+            tat, until, fleet = pause_step(now, *self._read(db, key), seconds, cause=cause,
+                                           rate_limited=rate_limited, report=report,
+                                           aimd=self.aimd)
+            self._write(db, key, tat, until, fleet)
             return until - now
 
         return self._transaction(body)
@@ -107,10 +180,50 @@ class SQLiteGate:
     def state(self, key: str) -> GateState:
         with self._lock:
             try:
-                tat, until = self._read(self._db, key)
+                tat, until, fleet = self._read(self._db, key)
             except sqlite3.Error as exc:
                 raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
-            return GateState(now=self._clock.now(), tat=tat, pause_until=until)
+            return GateState(now=self._clock.now(), tat=tat, pause_until=until, epoch=fleet.epoch)
+
+    def record(self, key: str, report: Report, *, worker: str | None = None,
+               leaving: bool = False) -> FleetStats:
+        def body(db: sqlite3.Connection) -> FleetStats:
+            now = self._clock.now()
+            tat, until, fleet = self._read(db, key)
+            if report:
+                fleet = fleet.counted(now, report).succeeded(now, report.successes, self.aimd)
+                self._write(db, key, tat, until, fleet)
+            if worker is not None and leaving:
+                db.execute("DELETE FROM gate_workers WHERE key = ? AND worker = ?", (key, worker))
+                # Cap counters of periods long gone (labels sort by date).
+                db.execute("DELETE FROM gate_usage WHERE period < ?",
+                           (period_of(now - _KEEP_USAGE_SECONDS, "day")[0],))
+            elif worker is not None:
+                db.execute("INSERT INTO gate_workers(key, worker, expires_at) VALUES (?, ?, ?) "
+                           "ON CONFLICT(key, worker) DO UPDATE SET expires_at = excluded.expires_at",
+                           (key, worker, now + HEARTBEAT_SECONDS))
+            db.execute("DELETE FROM gate_workers WHERE expires_at <= ?", (now,))
+            return fleet.stats(now, until, self._workers(db, key, now))
+
+        return self._transaction(body)
+
+    def stats(self, key: str) -> FleetStats:
+        def body(db: sqlite3.Connection) -> FleetStats:
+            now = self._clock.now()
+            _tat, until, fleet = self._read(db, key)
+            return fleet.stats(now, until, self._workers(db, key, now))
+
+        return self._read_only(body)
+
+    def usage(self, key: str, period: Period = "day") -> Usage:
+        return self._read_only(lambda db: self._usage_at(db, key, period, self._clock.now()))
+
+    def _read_only(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            try:
+                return body(self._db)
+            except sqlite3.Error as exc:
+                raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
 
     def close(self) -> None:
         with self._lock:

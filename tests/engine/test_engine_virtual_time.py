@@ -7,8 +7,10 @@ small handler that answers like Nominatim and records the virtual send times.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -16,8 +18,8 @@ import pytest
 from geotoolkit import (
     AuthenticationError,
     Backoff,
-    FakeClock,
     Failure,
+    FakeClock,
     Match,
     MemoryGate,
     NoMatch,
@@ -78,7 +80,7 @@ def test_ten_queries_at_one_per_second_take_nine_virtual_seconds() -> None:
     times = sorted(t for t, _ in recorder.sent)
     assert len(outcomes) == 10 and all(isinstance(o, Match) for o in outcomes)
     assert times[-1] - times[0] == pytest.approx(9.0)
-    assert all(b - a >= 1.0 - 1e-9 for a, b in zip(times, times[1:], strict=False))
+    assert all(b - a >= 1.0 - 1e-9 for a, b in itertools.pairwise(times))
 
 
 def test_results_come_back_in_input_order_one_per_input() -> None:
@@ -133,9 +135,9 @@ def test_pause_is_published_before_sleeping() -> None:
             await super().sleep(seconds)
 
     class LoggingGate(MemoryGate):
-        def pause(self, key: str, seconds: float) -> float:
+        def pause(self, key: str, seconds: float, **kwargs: Any) -> float:
             order.append(f"pause {seconds:g}")
-            return super().pause(key, seconds)
+            return super().pause(key, seconds, **kwargs)
 
     clock = LoggingClock(start=0.0)
     answers = iter([httpx.Response(429, headers={"Retry-After": "10"})])

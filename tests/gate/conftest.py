@@ -82,6 +82,8 @@ def _redis_store(url: str, host: str) -> Iterator[Store]:
             lines.append(str(name))
             if client.type(name) == "hash":
                 lines.extend(f"{k!s}={v!s}" for k, v in client.hgetall(name).items())
+            elif client.type(name) == "zset":
+                lines.extend(str(member) for member in client.zrange(name, 0, -1))
         return "\n".join(lines)
 
     store = Store("redis", url, lambda: RedisGate(url), dump)
@@ -104,8 +106,12 @@ def _postgres_store(dsn: str, host: str) -> Iterator[Store]:
 
     def dump() -> str:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            rows = conn.execute("SELECT key, tat, pause_until FROM geotoolkit_gate").fetchall()
-        return "\n".join(" ".join(map(str, row)) for row in rows)
+            rows = [
+                *conn.execute("SELECT g::text FROM geotoolkit_gate g").fetchall(),
+                *conn.execute("SELECT w::text FROM geotoolkit_gate_workers w").fetchall(),
+                *conn.execute("SELECT u::text FROM geotoolkit_gate_usage u").fetchall(),
+            ]
+        return "\n".join(row[0] for row in rows)
 
     store = Store("postgres", dsn, lambda: PostgresGate(dsn), dump)
     try:
@@ -113,7 +119,8 @@ def _postgres_store(dsn: str, host: str) -> Iterator[Store]:
     finally:
         store.close_all()
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("DELETE FROM geotoolkit_gate WHERE key LIKE %s", (f"geotoolkit:{host}:%",))
+            for table in ("geotoolkit_gate", "geotoolkit_gate_workers", "geotoolkit_gate_usage"):
+                conn.execute(f"DELETE FROM {table} WHERE key LIKE %s", (f"geotoolkit:{host}:%",))
 
 
 @pytest.fixture(

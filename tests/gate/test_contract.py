@@ -108,13 +108,31 @@ def test_after_a_pause_the_fleet_restarts_one_interval_apart(store: Any, host: s
     ]
 
 
-def test_a_pause_does_not_free_reserved_slots(store: Any, host: str) -> None:
+def test_a_pause_cancels_outstanding_reservations(store: Any, host: str) -> None:
     gate = store.open()
     key = gate_key(host)
     for _ in range(5):
         gate.acquire(key, 10.0)  # reserved up to ~50 s ahead
+    before = gate.state(key)
+    assert before.epoch == 0
     gate.pause(key, 5.0)
-    assert gate.acquire(key, 10.0) == pytest.approx(50.0, abs=TOL)
+    after = gate.state(key)
+    # The fleet restarts at the end of the pause; holders of older slots see a new epoch.
+    assert after.epoch == 1
+    assert after.tat == pytest.approx(after.pause_until, abs=1e-6)
+    assert gate.acquire(key, 10.0) == pytest.approx(5.0, abs=TOL)
+    assert gate.acquire(key, 10.0) == pytest.approx(15.0, abs=TOL)
+
+
+def test_a_pause_that_does_not_extend_changes_nothing(store: Any, host: str) -> None:
+    gate = store.open()
+    key = gate_key(host)
+    gate.pause(key, 30.0)
+    gate.acquire(key, 10.0)
+    before = gate.state(key)
+    gate.pause(key, 5.0)
+    after = gate.state(key)
+    assert (after.epoch, after.tat, after.pause_until) == (before.epoch, before.tat, before.pause_until)
 
 
 def test_the_api_key_never_reaches_the_store(store: Any, host: str) -> None:
@@ -165,22 +183,12 @@ def test_threads_share_one_instance(store: Any, host: str) -> None:
 _WORKER = textwrap.dedent(
     """
     import json, os, sys, time
-    from geotoolkit.clock import SystemClock
     from geotoolkit.gate import open_gate
 
     url, key, n, interval, barrier, parties = sys.argv[1:7]
     n, interval, parties = int(n), float(interval), int(parties)
 
-    class RecordingClock(SystemClock):
-        # Host-clock gates read the clock once per acquire: slot = that now + wait.
-        last = 0.0
-
-        def now(self):
-            self.last = time.time()
-            return self.last
-
-    clock = RecordingClock()
-    gate = open_gate(url, clock=clock)
+    gate = open_gate(url, fallback=False)
     try:
         gate.state(key)  # connect before the start line
         open(os.path.join(barrier, str(os.getpid())), "w").close()
@@ -189,12 +197,8 @@ _WORKER = textwrap.dedent(
             time.sleep(0.001)
         slots = []
         for _ in range(n):
-            if hasattr(gate, "reserve"):  # server gates: the server's own now
-                wait, now = gate.reserve(key, interval, 60.0)
-            else:
-                wait = gate.acquire(key, interval, 60.0)
-                now = clock.last
-            slots.append(now + wait)
+            r = gate.reserve(key, interval, 60.0)  # r.now: the gate's clock at the reservation
+            slots.append(r.now + r.wait)
     finally:
         gate.close()
     print(json.dumps(slots))
@@ -262,6 +266,34 @@ def test_redis_keys_expire(redis_url: str, host: str) -> None:
         gate.close()
 
 
+@pytest.mark.redis
+def test_redis_heartbeats_and_cap_counters_expire(redis_url: str, host: str) -> None:
+    import redis
+
+    from geotoolkit.gate import Cap, Report
+    from geotoolkit.gate.redis import RedisGate
+
+    gate = RedisGate(redis_url, key_ttl_seconds=5)
+    client = redis.Redis.from_url(redis_url)
+    key = gate_key(host)
+    state, workers, usage = RedisGate.storage_keys(key)
+    try:
+        gate.record(key, Report(1, 1, 0), worker="w1")
+        assert 0 < client.pttl(workers) <= 20_000  # two heartbeat periods
+        reservation = gate.reserve(key, 1.0, cap=Cap(10))
+        assert reservation.usage is not None
+        # A day's counter lives until a day after its period ends.
+        ttl = client.pttl(usage) / 1000
+        expected = reservation.usage.resets_at - reservation.now + 86_400
+        assert expected - 5 < ttl <= expected + 1
+        assert sorted(client.keys(f"geotoolkit:{host}:*")) == sorted(
+            k.encode() for k in (state, workers, usage))
+    finally:
+        client.delete(*client.keys(f"geotoolkit:{host}:*"))
+        client.close()
+        gate.close()
+
+
 @pytest.mark.postgres
 def test_postgres_schema_init_is_idempotent_and_concurrent(postgres_dsn: str) -> None:
     from geotoolkit.gate.postgres import init_schema
@@ -291,12 +323,16 @@ def test_postgres_table_is_unlogged_and_old_rows_are_swept(postgres_dsn: str, ho
     init_schema(postgres_dsn)
     old, paused = gate_key(host, "old"), gate_key(host, "paused")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        persistence = conn.execute(
-            "SELECT relpersistence, reloptions FROM pg_class WHERE relname = 'geotoolkit_gate'"
-        ).fetchone()
-        assert persistence is not None
-        assert persistence[0] == "u"
-        assert "fillfactor=50" in persistence[1]
+        persistence = dict(conn.execute(
+            "SELECT relname, relpersistence FROM pg_class WHERE relname IN "
+            "('geotoolkit_gate', 'geotoolkit_gate_workers', 'geotoolkit_gate_usage')"
+        ).fetchall())
+        # Fleet state and heartbeats are ephemeral; cap counters must survive a crash.
+        assert persistence == {"geotoolkit_gate": "u", "geotoolkit_gate_workers": "u",
+                               "geotoolkit_gate_usage": "p"}
+        options = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = 'geotoolkit_gate'").fetchone()
+        assert options is not None and "fillfactor=50" in options[0]
         conn.execute(
             "INSERT INTO geotoolkit_gate (key, tat, pause_until, updated_at) VALUES "
             "(%s, 0, 0, clock_timestamp() - interval '2 hours'), "
@@ -328,7 +364,9 @@ def test_postgres_recreates_a_dropped_schema(postgres_dsn: str, host: str) -> No
         key = gate_key(host)
         assert gate.acquire(key, 1.0) == pytest.approx(0.0, abs=1e-9)
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute("DROP FUNCTION geotoolkit_gate_pause(text, double precision)")
+            conn.execute("DROP FUNCTION geotoolkit_gate_pause(text, double precision, text, "
+                         "boolean, double precision, double precision, double precision, "
+                         "double precision, integer, integer, integer)")
         assert gate.pause(key, 5.0) == pytest.approx(5.0, abs=TOL)
     finally:
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
@@ -349,7 +387,7 @@ def test_unreachable_server_raises_gate_error_without_the_password(
 ) -> None:
     from geotoolkit.gate import open_gate
 
-    gate = open_gate(url) if "://" in url else _postgres_gate(url)
+    gate = open_gate(url, fallback=False) if "://" in url else _postgres_gate(url)
     try:
         assert "hunter2" not in repr(gate)
         for call in (

@@ -10,12 +10,24 @@ import subprocess
 import time
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from geotoolkit.clock import FakeClock
 from geotoolkit.errors import ConfigurationError, GateError
-from geotoolkit.gate import Gate, GateState, MemoryGate, gate_key
+from geotoolkit.gate import (
+    Cap,
+    FleetStats,
+    Gate,
+    GateState,
+    MemoryGate,
+    Report,
+    Reservation,
+    Usage,
+    gate_key,
+)
+from geotoolkit.gate.base import Period
 from geotoolkit.gate.fallback import FallbackGate, GateUnavailableWarning
 from geotoolkit.gate.redis import RedisGate
 
@@ -39,17 +51,33 @@ class FlakyGate:
         if self.down:
             raise GateError("the flaky store is down", backend="flaky")
 
-    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
+    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
+                report: Report | None = None, cap: Cap | None = None) -> Reservation:
         self._call()
-        return self.store.acquire(key, interval, horizon)
+        return self.store.reserve(key, interval, horizon, report=report, cap=cap)
 
-    def pause(self, key: str, seconds: float) -> float:
+    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
+        return self.reserve(key, interval, horizon).wait
+
+    def pause(self, key: str, seconds: float, **kwargs: Any) -> float:
         self._call()
-        return self.store.pause(key, seconds)
+        return self.store.pause(key, seconds, **kwargs)
 
     def state(self, key: str) -> GateState:
         self._call()
         return self.store.state(key)
+
+    def record(self, key: str, report: Report, **kwargs: Any) -> FleetStats:
+        self._call()
+        return self.store.record(key, report, **kwargs)
+
+    def stats(self, key: str) -> FleetStats:
+        self._call()
+        return self.store.stats(key)
+
+    def usage(self, key: str, period: Period = "day") -> Usage:
+        self._call()
+        return self.store.usage(key, period)
 
     def close(self) -> None:
         self.closed = True
