@@ -36,6 +36,8 @@ from geotoolkit.validate import require_country
 if TYPE_CHECKING:
     import geopandas as gpd
 
+    from geotoolkit.background import GeocodeJob
+
 __all__ = ["STRUCTURED_ARGUMENTS", "FrameJob", "GeocodeAccessor", "geocode_frame", "prepare"]
 
 #: Keyword arguments of ``run()`` naming structured-address columns (``country`` aside).
@@ -234,7 +236,8 @@ class GeocodeAccessor:
         clock: Clock | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
-    ) -> gpd.GeoDataFrame:
+        background: bool = False,
+    ) -> gpd.GeoDataFrame | GeocodeJob[gpd.GeoDataFrame]:
         """Geocode the frame; return a new GeoDataFrame (same index, EPSG:4326).
 
         The input is never modified. Rows get ``lon``, ``lat`` (float), a Point
@@ -272,6 +275,10 @@ class GeocodeAccessor:
             taking progress events.
         clock, transport, rng
             Injection seams for tests.
+        background
+            Return at once a :class:`~geotoolkit.background.GeocodeJob` (``result()``,
+            ``cancel()``, ``done()``, ``panel``) and geocode in a background thread,
+            so you can keep working; ``job.result()`` is the GeoDataFrame.
 
         Raises
         ------
@@ -280,7 +287,12 @@ class GeocodeAccessor:
         ConfigurationError
             Bad arguments (unknown country code, both column kinds, ...).
         """
-        options = {k: v for k, v in locals().items() if k not in ("self", "column")}
+        options = {k: v for k, v in locals().items() if k not in ("self", "column", "background")}
+        if background:
+            from geotoolkit.background import start_in_background
+
+            prepared = prepare(self._obj, column, **{**options, "progress": False})
+            return start_in_background(prepared, progress)
         return geocode_frame(self._obj, column, **options)
 
     def dead_letters(self) -> pd.DataFrame:

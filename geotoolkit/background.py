@@ -6,7 +6,11 @@ the job keeps a :class:`~geotoolkit.progress.Tally` of its progress events and
 forwards them to a renderer (the notebook :class:`~geotoolkit.widget.ProgressPanel`
 by default inside Jupyter).
 
-The front end builds the job in two steps, because the engine needs the job's
+The accessor hands over a prepared run (``geotoolkit.accessor.prepare``)::
+
+    return start_in_background(prepare(df, column, **options), progress)
+
+Other front ends build the job in two steps, because the engine needs the job's
 sink before the job can run it::
 
     job = GeocodeJob(progress="auto")
@@ -21,16 +25,18 @@ import asyncio
 import concurrent.futures
 import html
 from collections.abc import Callable, Coroutine
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from geotoolkit._sync import BackgroundRun
 from geotoolkit.progress import Event, Tally
 from geotoolkit.render import in_notebook, progress_sink, redact, summary_line
+from geotoolkit.results import Outcome
 
-__all__ = ["GeocodeJob"]
+__all__ = ["GeocodeJob", "PreparedRun", "start_in_background"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
 
 class GeocodeJob(Generic[R]):
@@ -174,3 +180,35 @@ class GeocodeJob(Generic[R]):
         return (f'<div><b>GeocodeJob</b> <span style="color:{colour}"><b>{html.escape(status)}'
                 f"</b></span><br><code>{html.escape(summary_line(self.tally))}</code></div>")
 
+
+
+class PreparedRun(Protocol[R_co]):
+    """A run set up but not started (``geotoolkit.accessor.FrameJob``)."""
+
+    @property
+    def engine(self) -> Any: ...
+
+    async def run(self) -> list[Outcome]: ...
+
+    def result(self, outcomes: list[Outcome]) -> R_co: ...
+
+    def close(self) -> None: ...
+
+
+def start_in_background(prepared: PreparedRun[R], progress: object = "auto") -> GeocodeJob[R]:
+    """Run ``prepared`` in the background; its engine reports to the job's renderer.
+
+    The prepared run should have been made without a progress renderer of its
+    own (``progress=False``): the job chooses and owns it. ``prepared.close()``
+    runs when the batch ends, however it ends.
+    """
+    job: GeocodeJob[R] = GeocodeJob(progress=progress)
+    prepared.engine.progress = job.sink
+
+    async def run() -> list[Outcome]:
+        try:
+            return await prepared.run()
+        finally:
+            prepared.close()
+
+    return job.start(run, finish=prepared.result)

@@ -215,7 +215,9 @@ def progress_text(view: ProgressView) -> str:
     """``12/20 (60%) 4.0 rows/s ETA 2 s``."""
     pct = 100.0 * view.done / view.total if view.total else 100.0
     text = f"{view.done}/{view.total} ({pct:.0f}%) {view.rows_per_second:.1f} rows/s"
-    return text + (f" ETA {view.eta_seconds:.0f} s" if view.eta_seconds is not None else "")
+    if view.eta_seconds is None or view.state != "running" or view.done >= view.total:
+        return text
+    return text + f" ETA {view.eta_seconds:.0f} s"
 
 
 def fleet_text(view: ProgressView) -> str:

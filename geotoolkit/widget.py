@@ -51,6 +51,8 @@ class ProgressPanel:
         Most redraws per second; events in between are coalesced.
     time_fn
         Monotonic seconds, for redraw throttling and pause countdowns.
+    label
+        The heading, for example a worker's name; the provider host is appended.
 
     Attributes
     ----------
@@ -77,8 +79,9 @@ class ProgressPanel:
     """
 
     def __init__(self, display: bool = True, *, max_hz: float = 10.0,
-                 time_fn: TimeFn = time.monotonic) -> None:
+                 time_fn: TimeFn = time.monotonic, label: str = "Geocoding") -> None:
         self.model = ProgressModel(time_fn)
+        self.label = label
         self.renders = 0
         self._time, self._min_gap = time_fn, 1.0 / max_hz
         self._lock = threading.RLock()
@@ -95,20 +98,23 @@ class ProgressPanel:
             self._show()
 
     def _build(self) -> None:
-        full = widgets.Layout(width="100%")
+        def text() -> widgets.HTML:
+            return widgets.HTML(layout=widgets.Layout(flex="1 1 auto", width="auto",
+                                                      margin="0 0 0 12px"))
+
         self.title = widgets.HTML()
         self.bar = widgets.IntProgress(value=0, min=0, max=1, description="rows",
-                                       layout=widgets.Layout(width="60%"))
-        self.status = widgets.HTML()
+                                       layout=widgets.Layout(width="50%", min_width="240px"))
         self.gauge = widgets.FloatProgress(value=0.0, min=0.0, max=1.0, description="req/s",
-                                           layout=widgets.Layout(width="60%"))
-        self.fleet = widgets.HTML()
-        self.pause = widgets.HTML()
+                                           layout=widgets.Layout(width="50%", min_width="240px"))
+        self.status, self.fleet = text(), text()
+        self.pause = widgets.HTML(layout=widgets.Layout(display="none"))
         self.counts = widgets.HTML()
+        row = widgets.Layout(width="100%", align_items="center")
         self.widget = widgets.VBox([
             self.title,
-            widgets.HBox([self.bar, self.status], layout=full),
-            widgets.HBox([self.gauge, self.fleet], layout=full),
+            widgets.HBox([self.bar, self.status], layout=row),
+            widgets.HBox([self.gauge, self.fleet], layout=row),
             self.pause,
             self.counts,
         ], layout=widgets.Layout(border="1px solid #ddd", padding="4px 8px", width="100%"))
@@ -132,6 +138,11 @@ class ProgressPanel:
         if final:
             self._stop.set()
             self._update_display()
+
+    def flush(self) -> None:
+        """Redraw now, whatever the rate limit (for example after a replay of events)."""
+        with self._lock:
+            self._render()
 
     def refresh(self) -> None:
         """Redraw pending changes (and a running pause countdown), if a redraw is due."""
@@ -159,7 +170,8 @@ class ProgressPanel:
         self._draw_gauge(view)
         pause = pause_text(view)
         self._shown_pause = bool(pause)
-        self.pause.value = _span("\u23f8 " + pause, _COLOURS["warning"], bold=True) if pause else ""
+        self.pause.value = _span(pause, _COLOURS["warning"], bold=True) if pause else ""
+        self.pause.layout.display = None if pause else "none"
         self.counts.value = self._counts_html(view)
         self.title.value = self._title_html(view)
 
@@ -181,8 +193,7 @@ class ProgressPanel:
             _span(f"{view.throttles} throttled"),
         ])
 
-    @staticmethod
-    def _title_html(view: ProgressView) -> str:
+    def _title_html(self, view: ProgressView) -> str:
         where = f" via {view.host}" if view.host else ""
         if view.state == "stopped":
             state = f"stopped: {view.error}"
@@ -190,7 +201,7 @@ class ProgressPanel:
             state = f"done in {view.elapsed_seconds:.1f} s"
         else:
             state = view.state
-        return (_span(f"Geocoding{where}", bold=True) + " &mdash; "
+        return (_span(f"{self.label}{where}", bold=True) + " &mdash; "
                 + _span(state, _COLOURS[view.bar_style], bold=True))
 
     def text(self) -> str:

@@ -8,7 +8,10 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import pandas as pd
 import pytest
 
 from geotoolkit.background import GeocodeJob
@@ -111,3 +114,44 @@ def test_job_must_be_started_once() -> None:
     assert job.result(timeout=SAFETY) == 42
     with pytest.raises(RuntimeError, match="already been started"):
         job.start(answer)
+
+
+def addresses_frame(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"address": [KNOWN_ADDRESSES[i].address for i in range(n)]})
+
+
+def test_accessor_background_returns_a_job_whose_result_is_the_frame(
+        sim: ProviderSimulator) -> None:
+    provider = Nominatim(sim.url, user_agent="geotoolkit-tests/1.0")
+    job = addresses_frame(3).geocode.run("address", provider=provider, gate="memory://", rate=200,
+                                         cache=False, progress=False, background=True)
+    assert isinstance(job, GeocodeJob)
+    result = job.result(timeout=SAFETY)
+    assert list(result["geocode_status"]) == ["matched"] * 3
+    assert result.crs.to_string() == "EPSG:4326"
+    assert job.status() == "done" and job.panel is None
+
+
+def test_cancelled_background_run_resumes_from_the_cache(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    frame = addresses_frame(20)
+    provider = Nominatim(sim.url, user_agent="geotoolkit-tests/1.0")
+    options: dict[str, Any] = {"provider": provider, "gate": "memory://",
+                               "cache": f"sqlite:///{tmp_path / 'cache.sqlite'}"}
+    first = threading.Event()
+
+    def sink(event: Event) -> None:
+        if isinstance(event, ItemFinished):
+            first.set()
+
+    job = frame.geocode.run("address", rate=2.0, progress=sink, background=True, **options)
+    assert first.wait(SAFETY)
+    job.cancel()
+    with pytest.raises(concurrent.futures.CancelledError):
+        job.result(timeout=SAFETY)
+    settled = job.tally.done
+    assert 0 < settled < 20
+    sim.reset()
+    result = frame.geocode.run("address", rate=200, progress=False, **options)
+    assert list(result["geocode_status"]) == ["matched"] * 20
+    assert sim.count() == 20 - settled  # only the rows the first run had not finished

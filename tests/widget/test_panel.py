@@ -161,6 +161,23 @@ def test_refresh_draws_coalesced_changes_once_due() -> None:
     assert drawn < panel.bar.value == 3
 
 
+def test_flush_draws_coalesced_changes_at_once() -> None:
+    clock = FakeTime()
+    panel = feed(make_panel(clock), batch(5)[:4])  # all at the same instant: one redraw
+    assert panel.bar.value == 0
+    panel.flush()
+    assert panel.bar.value == 3
+
+
+def test_pause_line_is_hidden_when_not_paused() -> None:
+    clock = FakeTime()
+    panel = feed(make_panel(clock), batch(2)[:1], clock)
+    assert panel.pause.layout.display == "none"
+    clock.now += 0.2
+    panel(Throttled(wait_seconds=3.0, cause="retry-after", host=HOST, retry_after=3.0))
+    assert panel.pause.layout.display is None
+
+
 def test_text_repr_shows_the_outcome() -> None:
     panel = feed(make_panel(), batch(18, no_match=1, failed=1)[:-1] + [
         Throttled(wait_seconds=1.0, cause="retry-after", host=HOST, retry_after=1.0)] * 3 + [
