@@ -245,9 +245,12 @@ _CALLS = [
             END IF;
         END IF;
         g.pause_until := greatest(v_old, v_now + greatest(p_seconds, 0));
-        IF g.pause_until > v_old THEN
-            g.tat := g.pause_until;
+        IF g.pause_until > v_old AND v_now >= v_old THEN
+            g.tat := g.pause_until;  -- a new pause: cancel the reservations
             g.epoch := g.epoch + 1;
+            g.cause := p_cause;
+        ELSIF g.pause_until > v_old THEN
+            g.tat := greatest(g.tat, g.pause_until);  -- extending a running one
             g.cause := p_cause;
         END IF;
         IF v_cut THEN g.increased_at := g.pause_until; END IF;

@@ -173,8 +173,12 @@ if ARGV[4] == '1' and now >= old_until then
 end
 until_ = math.max(until_, now + seconds)
 if until_ > old_until then
-  tat = until_
-  epoch = epoch + 1
+  if now >= old_until then
+    tat = until_  -- a new pause: cancel the reservations
+    epoch = epoch + 1
+  else
+    tat = math.max(tat, until_)  -- extending a running one
+  end
   redis.call('HSET', G, 'cause', ARGV[3])
 end
 if cut then inc_at = until_ end

@@ -13,10 +13,12 @@ atomically in one round trip::
     return slot - now                                                  (seconds to wait)
 
 ``pause`` publishes ``pause_until = max(pause_until, now + seconds)`` (never
-shorter). A pause that extends the current one *cancels every outstanding
+shorter). A new pause (none was running) *cancels every outstanding
 reservation*: ``tat`` restarts at ``pause_until`` (the fleet restarts one
 interval apart) and ``epoch`` grows, so a worker that reserved before it must
 reserve again (compare ``Reservation.epoch`` with ``GateState.epoch``).
+Extending a running pause only pushes ``tat`` to its new end: a burst of 429s
+answered at the same moment is one pause, one epoch.
 
 Adaptive pacing (AIMD, see ``Aimd``): a 429 that keeps coming back although the
 fleet paces at its allowed rate cuts ``rate_factor`` multiplicatively, at most
@@ -48,6 +50,7 @@ __all__ = [
     "gate_key",
     "gcra_acquire",
     "gcra_pause",
+    "is_new_pause",
 ]
 
 Period = Literal["day", "month"]
@@ -63,7 +66,7 @@ class GateState:
     now: float
     tat: float
     pause_until: float
-    #: How many pauses extended ``pause_until`` so far (0 for a new key).
+    #: How many pauses started so far (0 for a new key).
     epoch: int = 0
 
     @property
@@ -311,11 +314,20 @@ def gcra_acquire(
 def gcra_pause(now: float, tat: float, pause_until: float, seconds: float) -> tuple[float, float]:
     """Pure pause step: return ``(new_tat, new_pause_until)``; never shortens a pause.
 
-    A pause that extends the current one cancels the reservations: ``tat`` restarts
-    at the new ``pause_until``. One that does not extend it changes nothing.
+    A new pause (none was running) cancels the reservations: ``tat`` restarts at
+    its end. Extending a running pause pushes ``tat`` to at least its new end
+    (slots reserved during the pause keep their spacing); a shorter one changes
+    nothing.
     """
     _check(0.0, seconds)
     until = max(pause_until, now + max(seconds, 0.0))
-    if until > pause_until:
+    if until <= pause_until:
+        return tat, pause_until
+    if now >= pause_until:
         return until, until
-    return tat, pause_until
+    return max(tat, until), until
+
+
+def is_new_pause(now: float, pause_until: float, new_pause_until: float) -> bool:
+    """A pause published while none was running: it starts a new epoch."""
+    return new_pause_until > pause_until and now >= pause_until

@@ -25,6 +25,7 @@ from geotoolkit.gate.base import (
     Usage,
     gcra_acquire,
     gcra_pause,
+    is_new_pause,
 )
 
 __all__ = [
@@ -154,8 +155,10 @@ def pause_step(
         if cut.decreased_at != fleet.decreased_at:
             cut = replace(cut, increased_at=new_until)  # probe up only after the pause
         fleet = cut
-    if new_until > until:
+    if is_new_pause(now, until, new_until):
         fleet = replace(fleet, epoch=fleet.epoch + 1, cause=cause)
+    elif new_until > until:
+        fleet = replace(fleet, cause=cause)
     return new_tat, new_until, fleet.counted(now, report)
 
 

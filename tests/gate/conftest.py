@@ -9,6 +9,11 @@ never collide with another run's; the store deletes them afterwards.
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
+import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -49,7 +54,10 @@ def host() -> str:
 
 def _memory_store() -> Iterator[Store]:
     gate = MemoryGate()
-    store = Store("memory", None, lambda: gate, lambda: "\n".join(gate.keys()))
+    def dump() -> str:
+        return "\n".join([*(f"{k} {v!r}" for k, v in gate._state.items()), repr(gate._usage)])
+
+    store = Store("memory", None, lambda: gate, dump)
     yield store
     store.close_all()
 
@@ -142,3 +150,75 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, host: str) -> Iterator
         yield from _redis_store(request.getfixturevalue("redis_url"), host)
     else:
         yield from _postgres_store(request.getfixturevalue("postgres_dsn"), host)
+
+
+# -- a throwaway redis-server, to kill and restart ------------------------------------
+
+
+class RedisServer:
+    """A throwaway ``redis-server`` on a free loopback port (no persistence)."""
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.wait_until_up()
+
+    def wait_until_up(self, timeout: float = 10.0) -> None:
+        import redis
+
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5, socket_timeout=0.5)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    if client.ping():
+                        return
+                except redis.RedisError:
+                    pass
+                assert self.proc is not None and self.proc.poll() is None, "redis-server died"
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"redis-server on port {self.port} did not answer")
+                time.sleep(0.01)
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("redis-server is not installed")
+        pytest.skip("redis-server is not installed")
+    server = RedisServer(binary)
+    try:
+        yield server
+    finally:
+        server.stop()

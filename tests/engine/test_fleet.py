@@ -1,0 +1,250 @@
+"""The engine in a fleet, on a fake clock: adaptive pacing, fleet samples, caps.
+
+The provider is an injected transport enforcing a sliding-window limit, as real
+services (and our simulator) do: at most ``limit`` requests in any one-second
+window, else 429 with ``Retry-After`` rounded up to whole seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import random
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import httpx
+import pytest
+
+from geotoolkit import ConfigurationError, FakeClock, MemoryGate, Query, QuotaExceededError, RatePolicy
+from geotoolkit.engine import Engine
+from geotoolkit.gate import Aimd
+from geotoolkit.progress import BatchFinished, Event, FleetSampled
+from geotoolkit.providers import Nominatim
+from geotoolkit.results import Outcome
+
+MATCH = [{"lat": "47.14", "lon": "9.52", "display_name": "Vaduz"}]
+
+
+class LimitedProvider:
+    """A sliding-window rate limit per key; logs (virtual time, status) for every request."""
+
+    def __init__(self, clock: FakeClock, limit: int, window: float = 1.0) -> None:
+        self.clock, self.limit, self.window = clock, limit, window
+        self.admitted: deque[float] = deque()
+        self.log: list[tuple[float, int]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        now = self.clock.now()
+        while self.admitted and self.admitted[0] <= now - self.window:
+            self.admitted.popleft()
+        if len(self.admitted) >= self.limit:
+            wait = self.admitted[-self.limit] + self.window - now
+            self.log.append((now, 429))
+            return httpx.Response(429, headers={"Retry-After": str(max(1, math.ceil(wait - 1e-9)))})
+        self.admitted.append(now)
+        self.log.append((now, 200))
+        return httpx.Response(200, json=MATCH)
+
+    def count(self, status: int) -> int:
+        return sum(1 for _, s in self.log if s == status)
+
+
+class DictStore:
+    """A ResultStore in a dict."""
+
+    blocking = False
+
+    def __init__(self) -> None:
+        self.data: dict[str, Outcome] = {}
+
+    def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]:
+        return {k: self.data[k] for k in keys if k in self.data}
+
+    def put(self, key: str, outcome: Outcome) -> None:
+        self.data[key] = outcome
+
+
+def engine(clock: FakeClock, transport: Any, gate: MemoryGate, **kwargs: Any) -> Engine:
+    options: dict[str, Any] = {"gate": gate, "rate": RatePolicy(rate=10.0), "clock": clock,
+                               "transport": httpx.MockTransport(transport), "concurrency": 4,
+                               "rng": random.Random(0)}
+    options.update(kwargs)
+    return Engine(Nominatim("http://sim.test", user_agent="geotoolkit-tests/1.0"), **options)
+
+
+def queries(n: int, prefix: str = "Street") -> list[Query | str]:
+    return [Query(text=f"{prefix} {i}, Vaduz") for i in range(n)]
+
+
+def test_adaptive_pacing_finds_a_limit_half_the_configured_rate() -> None:
+    clock = FakeClock(start=1_000_000.0)
+    provider = LimitedProvider(clock, limit=5)  # the real quota: 5/s; configured: 10/s
+    events: list[Event] = []
+    outcomes = asyncio.run(engine(clock, provider, MemoryGate(clock=clock),
+                                  progress=events.append).run(queries(300)))
+    assert len(outcomes) == 300 and all(o.status == "matched" for o in outcomes)
+    # A handful of 429s to find the limit, not one per second of the run.
+    assert provider.count(429) <= 6
+    span = provider.log[-1][0] - provider.log[0][0]
+    assert provider.count(200) / span / 5 >= 0.85  # and the quota is used
+    allowed = [e.allowed_rate for e in events if isinstance(e, FleetSampled)]
+    assert all(a is not None and a <= 10.0 for a in allowed)  # never above the configured rate
+    low = allowed.index(min(allowed))  # type: ignore[type-var]
+    assert min(allowed) <= 5.5  # type: ignore[type-var, operator]
+    assert max(allowed[low:]) > min(allowed)  # type: ignore[type-var]  # then probes back up
+
+
+def test_without_a_limit_the_configured_rate_is_kept() -> None:
+    clock = FakeClock(start=0.0)
+    provider = LimitedProvider(clock, limit=100)
+    events: list[Event] = []
+    asyncio.run(engine(clock, provider, MemoryGate(clock=clock), progress=events.append)
+                .run(queries(50)))
+    assert provider.count(429) == 0
+    assert {e.allowed_rate for e in events if isinstance(e, FleetSampled)} == {10.0}
+
+
+def test_fleet_samples_are_sane_and_at_most_two_per_second() -> None:
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+    events: list[Event] = []
+    provider = LimitedProvider(clock, limit=100)
+    asyncio.run(engine(clock, provider, gate, progress=events.append).run(queries(60)))
+    samples = [e for e in events if isinstance(e, FleetSampled)]
+    assert len(samples) >= 10
+    assert all(b.at - a.at >= 0.5 - 1e-9 for a, b in itertools.pairwise(samples))
+    assert all(s.workers_active == 1 and 0 < s.window_seconds <= 10.0 for s in samples)
+    assert all(s.successes <= s.requests and s.throttled == 0 for s in samples)
+    steady = [s for s in samples if s.at >= 3.0]
+    # Paced at 10/s less the 3 % safety margin.
+    assert steady and all(s.pace == pytest.approx(9.7, abs=1.0) for s in steady)
+    last = samples[-1]
+    assert last.requests == last.successes == min(60, round(last.window_seconds * 9.7) + 1)
+    assert gate.stats(Nominatim("http://sim.test", user_agent="x/1").gate_key).workers_active == 0
+
+
+def test_two_runs_on_one_gate_are_two_workers_sharing_one_rate() -> None:
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+    provider = LimitedProvider(clock, limit=100)
+    events: list[Event] = []
+    first = engine(clock, provider, gate, progress=events.append)
+    second = engine(clock, provider, gate)
+
+    async def both() -> None:
+        await asyncio.gather(first.run(queries(30, "A")), second.run(queries(30, "B")))
+
+    asyncio.run(both())
+    assert first.worker_id and second.worker_id and first.worker_id != second.worker_id
+    samples = [e for e in events if isinstance(e, FleetSampled) and e.at >= 2.0]
+    assert samples and max(s.workers_active for s in samples) == 2
+    times = sorted(t for t, _ in provider.log)
+    assert all(b - a >= 1 / 9.7 - 1e-9 for a, b in itertools.pairwise(times))  # one shared pace
+
+
+def test_a_pause_shows_its_cause_in_the_samples() -> None:
+    clock = FakeClock(start=0.0)
+    answers = iter([httpx.Response(429, headers={"Retry-After": "30"})])
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        return next(answers, None) or httpx.Response(200, json=MATCH)
+
+    events: list[Event] = []
+    asyncio.run(engine(clock, respond, MemoryGate(clock=clock), progress=events.append,
+                       concurrency=1).run(queries(3)))
+    paused = [e for e in events if isinstance(e, FleetSampled) and e.pause_remaining > 0]
+    assert paused and paused[0].pause_cause == "Retry-After from sim.test: 30 s"
+    assert paused[0].throttled == 1 and paused[0].pause_remaining <= 30.0
+    assert [e for e in events if isinstance(e, FleetSampled)][-1].pause_cause == ""
+
+
+def test_a_pause_cancels_reservations_made_before_it() -> None:
+    """Slots reserved before a short pause must not be used after it: no double booking."""
+    clock = FakeClock(start=0.0)
+    sent: list[float] = []
+    answers = iter([httpx.Response(200, json=MATCH),
+                    httpx.Response(429, headers={"Retry-After": "2"})])
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        sent.append(clock.now())
+        return next(answers, None) or httpx.Response(200, json=MATCH)
+
+    gate = MemoryGate(clock=clock, aimd=Aimd(decrease=1.0))  # keep the rate: test spacing only
+    asyncio.run(engine(clock, respond, gate, rate=RatePolicy(rate=1.0, safety_margin=0.0),
+                       concurrency=4).run(queries(8)))
+    assert len(sent) == 9
+    assert all(b - a >= 1.0 - 1e-9 for a, b in itertools.pairwise(sorted(sent)))
+
+
+def test_outcomes_are_counted_on_the_gate() -> None:
+    clock = FakeClock(start=0.0)
+    answers = iter([httpx.Response(200, json=MATCH), httpx.Response(503)])
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        return next(answers, None) or httpx.Response(200, json=MATCH)
+
+    gate = MemoryGate(clock=clock)
+    asyncio.run(engine(clock, respond, gate, concurrency=1).run(queries(5)))
+    stats = gate.stats(Nominatim("http://sim.test", user_agent="x/1").gate_key)
+    assert (stats.requests, stats.successes, stats.throttled) == (6, 5, 1)
+    assert stats.rate_factor == 1.0  # a 503 is not a rate-limit signal
+
+
+# -- caps ----------------------------------------------------------------------------------
+
+
+def test_the_daily_cap_stops_the_batch_and_the_next_day_resumes() -> None:
+    clock = FakeClock(start=1_709_200_000.0)  # 2024-02-29T09:46:40Z
+    gate, store = MemoryGate(clock=clock), DictStore()
+    provider = LimitedProvider(clock, limit=100)
+    events: list[Event] = []
+    items = queries(5)
+    with pytest.raises(QuotaExceededError, match="daily cap of 3 requests") as info:
+        asyncio.run(engine(clock, provider, gate, store=store, daily_cap=3,
+                           progress=events.append).run(items))
+    assert info.value.provider == "nominatim"
+    assert len(provider.log) == 3 and len(store.data) == 3  # finished work is kept
+    finished = [e for e in events if isinstance(e, BatchFinished)]
+    assert finished and finished[0].error and "QuotaExceededError" in finished[0].error
+    clock.advance(86_400.0)  # the next UTC day
+    outcomes = asyncio.run(engine(clock, provider, gate, store=store, daily_cap=3).run(items))
+    assert [o.status for o in outcomes] == ["matched"] * 5
+    assert len(provider.log) == 5  # only the two that were left
+
+
+def test_the_cap_is_shared_by_the_fleet() -> None:
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+    provider = LimitedProvider(clock, limit=100)
+
+    async def both() -> list[BaseException | list[Outcome]]:
+        runs = [engine(clock, provider, gate, daily_cap=4).run(queries(3, name))
+                for name in ("A", "B")]
+        return await asyncio.gather(*runs, return_exceptions=True)
+
+    results = asyncio.run(both())
+    assert len(provider.log) == 4
+    assert any(isinstance(r, QuotaExceededError) for r in results)
+
+
+def test_a_monthly_cap_counts_per_month() -> None:
+    clock = FakeClock(start=1_709_200_000.0)
+    gate = MemoryGate(clock=clock)
+    provider = LimitedProvider(clock, limit=100)
+    run = engine(clock, provider, gate, daily_cap=2, cap_period="month")
+    with pytest.raises(QuotaExceededError, match="monthly cap of 2"):
+        asyncio.run(run.run(queries(3)))
+    assert gate.usage(Nominatim("http://sim.test", user_agent="x/1").gate_key, "month").used == 2
+
+
+@pytest.mark.parametrize("kwargs", [{"daily_cap": -1}, {"daily_cap": 1.5}, {"cap_period": "week"},
+                                    {"daily_cap": 3, "cap_period": "year"},
+                                    {"sample_seconds": 0.0}])
+def test_bad_fleet_settings_are_configuration_errors(kwargs: dict[str, Any]) -> None:
+    clock = FakeClock()
+    kwargs = {"daily_cap": 5, **kwargs} if "cap_period" in kwargs else kwargs
+    with pytest.raises(ConfigurationError):
+        engine(clock, LimitedProvider(clock, 1), MemoryGate(clock=clock), **kwargs)

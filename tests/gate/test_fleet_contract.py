@@ -1,0 +1,368 @@
+"""The fleet contract for every gate backend: stats, heartbeats, adaptive pacing, caps.
+
+Same assertions on memory, SQLite, Redis and PostgreSQL (the ``store`` fixture).
+Nothing waits on the wall clock: long calms are produced by moving a stored
+instant into the past (``_backdate``), new periods by a FakeClock (host-clock
+gates) or by ageing the stored period label (server gates).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from geotoolkit.clock import FakeClock
+from geotoolkit.errors import QuotaExceededError
+from geotoolkit.gate import Aimd, Cap, Gate, MemoryGate, Report, SQLiteGate, gate_key
+from geotoolkit.gate.fleet import WINDOW_SECONDS, period_of
+
+TOL = 0.25
+
+
+def _backdate_last_throttle(store: Any, gate: Any, key: str, seconds: float) -> None:
+    """Pretend the key's last 429 event happened ``seconds`` earlier than recorded."""
+    if store.name == "memory":
+        st = gate._state[key]
+        st.fleet = dataclasses.replace(st.fleet, throttled_at=st.fleet.throttled_at - seconds)
+    elif store.name == "sqlite":
+        row = gate._db.execute("SELECT fleet FROM gate WHERE key = ?", (key,)).fetchone()
+        fleet = json.loads(row[0])
+        fleet[4] -= seconds
+        gate._db.execute("UPDATE gate SET fleet = ? WHERE key = ?", (json.dumps(fleet), key))
+    elif store.name == "redis":
+        client = gate._client
+        name = gate.storage_key(key)
+        client.hset(name, "thr_at", repr(float(client.hget(name, "thr_at")) - seconds))
+    else:
+        import psycopg
+
+        with psycopg.connect(store.url, autocommit=True) as conn:
+            conn.execute("UPDATE geotoolkit_gate SET throttled_at = throttled_at - %s "
+                         "WHERE key = %s", (seconds, key))
+
+
+# -- reservations and pauses -----------------------------------------------------------
+
+
+def test_reserve_reports_the_slot_epoch_and_factor(store: Any, host: str) -> None:
+    gate = store.open()
+    key = gate_key(host)
+    first = gate.reserve(key, 10.0, horizon=15.0)
+    assert (first.reserved, first.epoch, first.rate_factor, first.usage) == (True, 0, 1.0, None)
+    assert first.wait == pytest.approx(0.0, abs=1e-9)
+    assert first.now == pytest.approx(gate.state(key).now, abs=TOL)
+    second = gate.reserve(key, 10.0, horizon=15.0)
+    assert second.reserved and second.wait == pytest.approx(10.0, abs=TOL)
+    beyond = gate.reserve(key, 10.0, horizon=15.0)
+    assert not beyond.reserved and beyond.wait == pytest.approx(20.0, abs=TOL)
+    gate.pause(key, 60.0)
+    assert gate.reserve(key, 10.0).epoch == 1
+
+
+def test_the_pause_cause_is_shown_while_the_pause_runs(store: Any, host: str) -> None:
+    one, two = store.open(), store.open()
+    key = gate_key(host)
+    assert one.stats(key).pause_cause == ""
+    one.pause(key, 30.0, cause="Retry-After from api.example.com: 30 s")
+    stats = two.stats(key)
+    assert stats.pause_cause == "Retry-After from api.example.com: 30 s"
+    assert stats.pause_remaining == pytest.approx(30.0, abs=TOL)
+    # A shorter pause does not replace the cause of the one that holds the fleet back.
+    two.pause(key, 5.0, cause="backoff after HTTP 503 from api.example.com: 5.0 s")
+    assert one.stats(key).pause_cause == "Retry-After from api.example.com: 30 s"
+    one.pause(key, 90.0, cause="Retry-After from api.example.com: 90 s")
+    assert two.stats(key).pause_cause == "Retry-After from api.example.com: 90 s"
+
+
+# -- stats and heartbeats -----------------------------------------------------------------
+
+
+def test_reports_are_counted_in_a_sliding_window(store: Any, host: str) -> None:
+    one, two = store.open(), store.open()
+    key = gate_key(host)
+    empty = one.stats(key)
+    assert (empty.requests, empty.successes, empty.throttled, empty.workers_active) == (0, 0, 0, 0)
+    assert empty.window_seconds == WINDOW_SECONDS and empty.pace == 0.0
+    one.reserve(key, 0.0, report=Report(requests=1, successes=1))
+    two.pause(key, 0.0, report=Report(requests=1, throttled=1))
+    recorded = one.record(key, Report(requests=2, successes=2))
+    stats = two.stats(key)
+    assert (stats.requests, stats.successes, stats.throttled) == (4, 3, 1)
+    assert (recorded.requests, recorded.successes, recorded.throttled) == (4, 3, 1)
+    assert 1.0 <= stats.window_seconds <= WINDOW_SECONDS
+    assert stats.pace == pytest.approx(4 / stats.window_seconds)
+    assert stats.rate_factor == 1.0
+
+
+def test_workers_are_counted_by_heartbeat(store: Any, host: str) -> None:
+    one, two = store.open(), store.open()
+    key = gate_key(host)
+    assert one.record(key, Report(), worker="a1").workers_active == 1
+    assert two.record(key, Report(), worker="b2").workers_active == 2
+    assert one.record(key, Report(), worker="a1").workers_active == 2  # a refresh, not a third
+    assert one.stats(key).workers_active == 2
+    assert two.record(key, Report(), worker="b2", leaving=True).workers_active == 1
+    assert one.stats(key).workers_active == 1
+    assert one.stats(gate_key(host, "other-key")).workers_active == 0
+
+
+# -- adaptive pacing ------------------------------------------------------------------------
+
+
+def test_a_burst_of_429s_cuts_the_rate_once(store: Any, host: str) -> None:
+    gates = [store.open() for _ in range(4)]
+    for gate in gates:
+        gate.aimd = Aimd(decrease=0.5, hold_seconds=0.0)  # the pause alone must group the burst
+    key = gate_key(host)
+    barrier = threading.Barrier(16)
+
+    def throttled(gate: Gate) -> None:
+        barrier.wait()
+        gate.pause(key, 30.0, rate_limited=True, report=Report(throttled=1))
+
+    threads = [threading.Thread(target=throttled, args=(gates[i % 4],)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats = gates[0].stats(key)
+    assert stats.rate_factor == pytest.approx(0.5)  # one cut for sixteen 429s
+    assert stats.throttled == 16
+    assert gates[1].state(key).epoch == 1
+
+
+def test_the_factor_paces_every_instance(store: Any, host: str) -> None:
+    one, two = store.open(), store.open()
+    one.aimd = Aimd(decrease=0.5)
+    key = gate_key(host)
+    one.pause(key, 0.0, rate_limited=True)  # a first 429 event: the full cut
+    reservation = two.reserve(key, 10.0)
+    assert reservation.rate_factor == pytest.approx(0.5)
+    assert one.acquire(key, 10.0) == pytest.approx(reservation.wait + 20.0, abs=TOL)
+
+
+def test_no_second_cut_within_the_hold(store: Any, host: str) -> None:
+    gate = store.open()
+    gate.aimd = Aimd(decrease=0.5, hold_seconds=60.0)
+    key = gate_key(host)
+    gate.pause(key, 0.0, rate_limited=True)
+    gate.pause(key, 0.0, rate_limited=True)  # the pause is over, but the hold is not
+    assert gate.stats(key).rate_factor == pytest.approx(0.5)
+    gate.pause(key, 0.0)  # not a 429 (a 503): never cuts
+    assert gate.stats(key).rate_factor == pytest.approx(0.5)
+
+
+def test_a_429_after_a_long_calm_cuts_a_little(store: Any, host: str) -> None:
+    gate = store.open()
+    gate.aimd = Aimd(decrease=0.7, recent_seconds=3.0, hold_seconds=0.0)
+    key = gate_key(host)
+    gate.pause(key, 0.0, rate_limited=True)
+    assert gate.stats(key).rate_factor == pytest.approx(0.7)
+    _backdate_last_throttle(store, gate, key, 300.0)
+    gate.pause(key, 0.0, rate_limited=True)
+    # 1 - 0.3 * 3 / 300: the fleet was only just over the limit.
+    assert gate.stats(key).rate_factor == pytest.approx(0.7 * 0.997, rel=1e-3)
+
+
+def test_successes_probe_back_up_after_the_pause_never_above_one(store: Any, host: str) -> None:
+    gate = store.open()
+    gate.aimd = Aimd(decrease=0.5, increase_per_second=1e6)
+    key = gate_key(host)
+    gate.pause(key, 30.0, rate_limited=True)
+    # During the pause that came with the cut, successes do not raise the factor...
+    gate.reserve(key, 1.0, report=Report(requests=1, successes=1))
+    assert gate.stats(key).rate_factor == pytest.approx(0.5)
+    other = gate_key(host, "other")
+    gate.pause(other, 0.0, rate_limited=True)
+    assert gate.stats(other).rate_factor == pytest.approx(0.5)
+    # ...after it, they do, up to the configured rate and no further.
+    assert gate.record(other, Report(requests=1, successes=1)).rate_factor == 1.0
+    assert gate.reserve(other, 1.0, report=Report(successes=5)).rate_factor == 1.0
+
+
+# -- caps -------------------------------------------------------------------------------------
+
+
+def test_a_cap_counts_reservations_per_period(store: Any, host: str) -> None:
+    one, two = store.open(), store.open()
+    key = gate_key(host)
+    cap = Cap(3)
+    started = time.time()
+    used = [g.reserve(key, 1.0, cap=cap).usage for g in (one, two, one)]
+    assert [u.used for u in used if u is not None] == [1, 2, 3]
+    before = one.state(key)
+    with pytest.raises(QuotaExceededError, match="daily cap of 3 requests") as info:
+        two.reserve(key, 1.0, cap=cap)
+    assert "resets at" in str(info.value)
+    assert two.state(key).tat == before.tat  # refused: nothing reserved
+    usage = one.usage(key)
+    assert usage.used == 3
+    # The period follows the store's clock (UTC calendar), here the host's.
+    assert usage.period in {period_of(started, "day")[0], period_of(time.time(), "day")[0]}
+    assert usage.resets_at == period_of(usage.resets_at - 1, "day")[1]
+    assert one.usage(key, "month").used == 0
+    assert one.reserve(key, 1.0, cap=Cap(3, "month")).usage.used == 1  # type: ignore[union-attr]
+    assert one.reserve(gate_key(host, "other"), 1.0, cap=cap).usage.used == 1  # type: ignore[union-attr]
+
+
+def test_a_wait_beyond_the_horizon_does_not_count(store: Any, host: str) -> None:
+    gate = store.open()
+    key = gate_key(host)
+    gate.pause(key, 100.0)
+    reservation = gate.reserve(key, 1.0, horizon=10.0, cap=Cap(5))
+    assert not reservation.reserved
+    assert reservation.usage is not None and reservation.usage.used == 0
+
+
+def test_concurrent_reservations_never_exceed_the_cap(store: Any, host: str) -> None:
+    gates = [store.open() for _ in range(4)]
+    key = gate_key(host)
+    granted: list[int] = []
+    refused: list[int] = []
+    lock = threading.Lock()
+
+    def work(gate: Gate) -> None:
+        for _ in range(5):
+            try:
+                gate.reserve(key, 0.0, cap=Cap(12))
+                outcome = granted
+            except QuotaExceededError:
+                outcome = refused
+            with lock:
+                outcome.append(1)
+
+    threads = [threading.Thread(target=work, args=(gates[i % 4],)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (len(granted), len(refused)) == (12, 28)
+    assert gates[0].usage(key).used == 12
+
+
+def test_the_secret_never_reaches_the_store_nor_the_fleet_state(store: Any, host: str) -> None:
+    gate = store.open()
+    key = gate_key(host, "sk-SECRET-123")
+    gate.reserve(key, 1.0, report=Report(1, 1, 0), cap=Cap(10))
+    gate.pause(key, 5.0, cause="Retry-After from api.example.com: 5 s", rate_limited=True)
+    gate.record(key, Report(1, 0, 1), worker="0123abcd")
+    dumped = store.dump()
+    assert key in dumped and "0123abcd" in dumped
+    assert "sk-SECRET-123" not in dumped
+
+
+# -- periods roll over ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_host_clock_caps_reset_in_the_next_period(backend: str, tmp_path: Path) -> None:
+    clock = FakeClock(start=1_709_251_190.0)  # 2024-02-29T23:59:50Z
+    gate: Any = (MemoryGate(clock=clock) if backend == "memory"
+                 else SQLiteGate(tmp_path / "gate.sqlite", clock=clock))
+    key = gate_key("api.example.com", "k")
+    try:
+        for _ in range(3):
+            gate.reserve(key, 0.0, cap=Cap(3))
+            gate.reserve(key, 0.0, cap=Cap(4, "month"))
+        with pytest.raises(QuotaExceededError):
+            gate.reserve(key, 0.0, cap=Cap(3))
+        clock.advance(10.0)  # 2024-03-01: a new day and a new month
+        assert gate.usage(key).period == "2024-03-01" and gate.usage(key).used == 0
+        assert gate.reserve(key, 0.0, cap=Cap(3)).usage.used == 1
+        month = gate.usage(key, "month")
+        assert (month.period, month.used) == ("2024-03", 0)
+    finally:
+        gate.close()
+
+
+@pytest.mark.parametrize("name", [pytest.param("redis", marks=pytest.mark.redis),
+                                  pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_server_caps_follow_the_server_calendar(
+    name: str, request: pytest.FixtureRequest, host: str
+) -> None:
+    key = gate_key(host)
+    gate: Any
+    if name == "redis":
+        from geotoolkit.gate.redis import RedisGate
+
+        gate = RedisGate(request.getfixturevalue("redis_url"))
+
+        def age() -> None:
+            gate._client.hset(gate.storage_keys(key)[2], "day", "2000-01-01")
+
+        def clean() -> None:
+            gate._client.delete(*gate.storage_keys(key))
+    else:
+        import psycopg
+
+        from geotoolkit.gate.postgres import PostgresGate
+
+        dsn = request.getfixturevalue("postgres_dsn")
+        gate = PostgresGate(dsn)
+
+        def sql(statement: str) -> None:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(statement, (key,))
+
+        def age() -> None:
+            sql("UPDATE geotoolkit_gate_usage SET period = '2000-01-01' WHERE key = %s")
+
+        def clean() -> None:
+            sql("DELETE FROM geotoolkit_gate_usage WHERE key = %s")
+            sql("DELETE FROM geotoolkit_gate WHERE key = %s")
+    try:
+        for _ in range(3):
+            gate.reserve(key, 0.0, cap=Cap(3))
+        with pytest.raises(QuotaExceededError):
+            gate.reserve(key, 0.0, cap=Cap(3))
+        age()  # the counter now belongs to a past period
+        assert gate.usage(key).used == 0
+        assert gate.reserve(key, 0.0, cap=Cap(3)).usage.used == 1
+    finally:
+        clean()
+        gate.close()
+
+
+# Leap days, month and year ends, the epoch, far futures: the server-side calendars.
+INSTANTS = [0.0, 951_782_399.0, 951_782_400.0, 1_709_251_199.999, 1_709_251_200.0,
+            1_735_689_599.5, 1_735_689_600.0, 4_107_542_399.0, 4_107_542_400.0, 1_796_083_199.0]
+
+
+@pytest.mark.redis
+def test_the_redis_calendar_agrees_with_python(redis_url: str) -> None:
+    import redis
+
+    from geotoolkit.gate import _redis_lua
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    try:
+        script = client.register_script(_redis_lua.PERIOD_TEST)
+        for at in INSTANTS:
+            for kind in ("day", "month"):
+                label, resets = script(keys=["geotoolkit:calendar-test:x", "w", "u"],
+                                       args=[repr(at), kind])
+                assert (label, float(resets)) == period_of(at, kind), (at, kind)  # type: ignore[arg-type]
+    finally:
+        client.close()
+
+
+@pytest.mark.postgres
+def test_the_postgres_calendar_agrees_with_python(postgres_dsn: str) -> None:
+    import psycopg
+
+    from geotoolkit.gate.postgres import init_schema
+
+    init_schema(postgres_dsn)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        for at in INSTANTS:
+            for kind in ("day", "month"):
+                row = conn.execute("SELECT * FROM geotoolkit_gate_period(%s, %s)",
+                                   (at, kind)).fetchone()
+                assert row is not None
+                assert (row[0], float(row[1])) == period_of(at, kind), (at, kind)  # type: ignore[arg-type]
