@@ -129,7 +129,7 @@ def prepare(
     df: pd.DataFrame,
     column: str | None = None,
     *,
-    provider: Provider,
+    provider: Provider | str,
     street: str | None = None,
     housenumber: str | None = None,
     city: str | None = None,
@@ -167,7 +167,8 @@ def prepare(
         engine = build_engine(
             provider, gate=gate, rate=rate, concurrency=concurrency, max_attempts=max_attempts,
             backoff=backoff, timeout=timeout, clock=clock, progress=progress_sink(progress),
-            store=store, max_wait_seconds=max_wait_seconds, transport=transport, rng=rng)
+            store=store, max_wait_seconds=max_wait_seconds, transport=transport, rng=rng,
+            rows=len(df))
     except BaseException:
         for close in closers:
             close()
@@ -215,7 +216,7 @@ class GeocodeAccessor:
         self,
         column: str | None = None,
         *,
-        provider: Provider,
+        provider: Provider | str,
         street: str | None = None,
         housenumber: str | None = None,
         city: str | None = None,
@@ -252,7 +253,9 @@ class GeocodeAccessor:
             The free-text address column (default ``"address"``), or ``None``
             when structured columns are given instead.
         provider
-            For example ``Nominatim(user_agent="my-app/1.0 (me@example.org)")``.
+            For example ``Nominatim(user_agent="my-app/1.0 (me@example.org)")``, or
+            a registered name such as ``"photon"``. Its usage policy is checked
+            first (``rows`` is the frame's length).
         street, housenumber, city, county, state, postalcode
             Column names for a structured query (instead of ``column``).
         country

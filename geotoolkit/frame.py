@@ -36,7 +36,7 @@ def _countries(country: Countries, n: int) -> list[str | None]:
 
 
 class _Columns:
-    """The geocode columns, filled row by row."""
+    """The geocode columns of the distinct (outcome, country) pairs, filled one by one."""
 
     def __init__(self, n: int) -> None:
         self.lon = np.full(n, np.nan)
@@ -60,10 +60,28 @@ class _Columns:
         else:  # flagged: to the dead letters, never into the geometry
             self.status[i], self.reason[i] = "failed", problem
 
-    def frame(self, index: pd.Index) -> pd.DataFrame:
+    def frame(self, rows: np.ndarray, index: pd.Index) -> pd.DataFrame:
+        """One row per input row: ``rows`` indexes the distinct pairs."""
         values = (self.lon, self.lat, self.status, self.label, self.provider, self.reason,
                   self.attempts)
-        return pd.DataFrame(dict(zip(GEOCODE_COLUMNS, values, strict=True)), index=index)
+        columns = {name: np.asarray(v, dtype=None if isinstance(v, np.ndarray) else object)[rows]
+                   for name, v in zip(GEOCODE_COLUMNS, values, strict=True)}
+        out = pd.DataFrame(columns, index=index)
+        return out.astype({"geocode_status": "str", "geocode_label": "str",
+                           "geocode_provider": "str", "geocode_reason": "str"})
+
+
+def _distinct(outcomes: Sequence[Outcome], countries: list[str | None]
+              ) -> tuple[np.ndarray, list[tuple[Outcome, str | None]]]:
+    """Rows sharing an outcome object (duplicate addresses) and a country are checked once."""
+    keys = list(zip(map(id, outcomes), countries, strict=True))
+    seen: dict[tuple[int, str | None], int] = {}
+    rows = [seen.setdefault(key, len(seen)) for key in keys]
+    first: dict[tuple[int, str | None], int] = {}
+    for i, key in enumerate(keys):
+        first.setdefault(key, i)
+    pairs = [(outcomes[i], countries[i]) for i in first.values()]
+    return np.asarray(rows, dtype=np.intp), pairs
 
 
 def _base(df: pd.DataFrame) -> pd.DataFrame:
@@ -88,13 +106,14 @@ def outcomes_frame(df: pd.DataFrame, outcomes: Sequence[Outcome], *,
     n = len(df)
     if len(outcomes) != n:
         raise ValueError(f"{len(outcomes)} outcomes for {n} rows")
-    columns = _Columns(n)
-    for i, (outcome, code) in enumerate(zip(outcomes, _countries(country, n), strict=True)):
-        columns.fill(i, outcome, code)
-    added = columns.frame(df.index)
+    rows, pairs = _distinct(outcomes, _countries(country, n))
+    columns = _Columns(len(pairs))
+    for j, (outcome, code) in enumerate(pairs):
+        columns.fill(j, outcome, code)
+    added = columns.frame(rows, df.index)
     merged = pd.concat([_base(df).reset_index(drop=True), added.reset_index(drop=True)], axis=1)
     merged.index = df.index
-    points = gpd.points_from_xy(columns.lon, columns.lat, crs="EPSG:4326")
+    points = gpd.points_from_xy(added["lon"], added["lat"], crs="EPSG:4326")
     points[added["geocode_status"].to_numpy() != "matched"] = None
     return gpd.GeoDataFrame(merged, geometry=points, crs="EPSG:4326")
 
