@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import sys
 import time
@@ -220,11 +221,16 @@ def progress_text(view: ProgressView) -> str:
     return text + f" ETA {view.eta_seconds:.0f} s"
 
 
+def _rate(value: float) -> str:
+    """``20``, ``3.5``, ``0.3``: one decimal at most, no trailing zero."""
+    return f"{value:.1f}".rstrip("0").rstrip(".") or "0"
+
+
 def fleet_text(view: ProgressView) -> str:
     """``fleet 19.8/20 req/s, 429s 2%, 2 workers`` (``pace …`` when only estimated)."""
     label = "fleet" if view.fleet_measured else "pace"
     pace = "-" if view.pace is None else f"{view.pace:.1f}"
-    allowed = "" if view.allowed_rate is None else f"/{view.allowed_rate:g}"
+    allowed = "" if view.allowed_rate is None else f"/{_rate(view.allowed_rate)}"
     text = f"{label} {pace}{allowed} req/s"
     if view.throttle_ratio is not None:
         text += f", 429s {100.0 * view.throttle_ratio:.0f}%"
@@ -238,7 +244,7 @@ def pause_text(view: ProgressView) -> str:
     if view.pause_seconds <= 0:
         return ""
     cause = f": {view.pause_cause}" if view.pause_cause else ""
-    return f"paused {view.pause_seconds:.0f} s{cause}"
+    return f"paused {math.ceil(view.pause_seconds - 1e-9)} s{cause}"
 
 
 def counts_text(view: ProgressView) -> str:

@@ -128,3 +128,15 @@ def test_progress_sink_choices() -> None:
     assert isinstance(progress_sink("json"), JsonLinesProgress)
     with pytest.raises(ValueError, match="progress must be"):
         progress_sink("fancy")
+
+
+def test_adapted_rate_is_rounded_and_countdown_never_shows_zero() -> None:
+    text, stream, clock = make_text()
+    text(BatchStarted(total=10, unique=10, rate=5.0, host=HOST, at=0.0))
+    clock.now = 1.0
+    text(FleetSampled(pace=3.04, allowed_rate=3.50076, requests=12, successes=10, throttled=2,
+                      window_seconds=4.0, pause_remaining=0.4, pause_cause="fleet pacing",
+                      workers_active=1, at=1.0))
+    line = last_line(stream)
+    assert "fleet 3.0/3.5 req/s, 429s 17%, 1 worker" in line
+    assert line.endswith("| paused 1 s: fleet pacing")
