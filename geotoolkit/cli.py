@@ -117,7 +117,10 @@ def _run_job(args: argparse.Namespace, provider: Nominatim) -> int:
         print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
         return EX_TEMPFAIL
     geocoded, letters = write_geopackage(result, args.output)
-    print(f"{summary_line(tally)} -> {args.output} (geocoded: {geocoded}, dead_letters: {letters})")
+    flagged = tally.matched - geocoded  # matches whose coordinates failed validation
+    note = f", {flagged} flagged by validation" if flagged > 0 else ""
+    print(f"{summary_line(tally)} -> {args.output} (geocoded: {geocoded}, dead_letters: {letters}"
+          f"{note})")
     return 0
 
 

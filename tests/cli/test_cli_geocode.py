@@ -83,13 +83,15 @@ def test_cache_none_sends_everything_again(sim: ProviderSimulator, csv_path: Pat
     assert not list(tmp_path.glob("*.sqlite"))
 
 
-def test_country_flag_sends_outsiders_to_the_dead_letters(sim: ProviderSimulator, csv_path: Path,
-                                                          tmp_path: Path) -> None:
+def test_country_flag_sends_outsiders_to_the_dead_letters(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "jp.gpkg"
     assert main(_argv(sim, csv_path, out, "--cache", "none", "--country", "JP")) == 0
     letters = pyogrio.read_dataframe(out, layer="dead_letters", read_geometry=False)
     assert len(letters) == len(ADDRESSES)
     assert letters["geocode_reason"].str.startswith("outside JP").sum() == 4
+    assert "(geocoded: 0, dead_letters: 7, 4 flagged by validation)" in capsys.readouterr().out
 
 
 def test_missing_column_exits_2(sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
