@@ -222,3 +222,20 @@ def test_display_false_outside_a_notebook_does_not_start_a_ticker() -> None:
     panel = feed(make_panel(), batch(1)[:1])
     assert panel._ticker is None
     panel.close()
+
+
+def test_the_panel_depends_on_progress_events_never_on_the_engine() -> None:
+    import ast
+    from pathlib import Path
+
+    import geotoolkit
+
+    package = Path(geotoolkit.__file__).parent
+    for name in ("widget.py", "render.py"):
+        tree = ast.parse((package / name).read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module}
+        imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                     for alias in node.names}
+        ours = {m for m in imported if m.startswith("geotoolkit")}
+        assert ours <= {"geotoolkit.progress", "geotoolkit.render", "geotoolkit.widget"}, name
