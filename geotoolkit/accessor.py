@@ -83,19 +83,23 @@ class _Plan:
 def _plan(df: pd.DataFrame, column: str | None, structured: dict[str, str | None],
           country: str | None) -> _Plan:
     fields = {k: v for k, v in structured.items() if v is not None}
-    country_column = country if country is not None and country in df.columns else None
     if fields and column is not None:
         raise ConfigurationError("give either one free-text column or structured columns, not both")
-    if country_column is not None and fields:
-        fields["country"] = country_column
+    country_column = country if country is not None and country in df.columns else None
+    checks: str | list[Any] | None = None
+    if country is not None and country_column is None:
+        checks = require_country(country)
     if not fields:
-        column = "address" if column is None else column
-    _require_columns(df, fields.values() if fields else [column])  # type: ignore[list-item]
-    if country_column is not None:
-        checks: str | list[Any] | None = df[country_column].tolist()
+        name = "address" if column is None else column
+        _require_columns(df, [name])
+        items = _free_text_items(df[name].tolist())
     else:
-        checks = None if country is None else require_country(country)
-    items = _structured_items(df, fields) if fields else _free_text_items(df[column].tolist())
+        if country_column is not None:
+            fields["country"] = country_column
+        _require_columns(df, fields.values())
+        items = _structured_items(df, fields)
+    if country_column is not None:
+        checks = df[country_column].tolist()
     return _Plan(items, checks)
 
 
@@ -175,7 +179,8 @@ def prepare(
         raise
     if gate is None or isinstance(gate, str):
         closers.append(engine.gate.close)
-    return FrameJob(df, plan.items, engine, plan.country, closers)
+    # Under copy-on-write a shallow copy is a snapshot: later edits to df do not leak in.
+    return FrameJob(df.copy(deep=False), plan.items, engine, plan.country, closers)
 
 
 def geocode_frame(df: pd.DataFrame, column: str | None = None, **options: Any) -> gpd.GeoDataFrame:
