@@ -25,12 +25,15 @@ import asyncio
 import concurrent.futures
 import html
 from collections.abc import Callable, Coroutine
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from geotoolkit._sync import BackgroundRun
 from geotoolkit.progress import Event, Tally
 from geotoolkit.render import in_notebook, progress_sink, redact, summary_line
 from geotoolkit.results import Outcome
+
+if TYPE_CHECKING:
+    from geotoolkit.widget import ProgressPanel
 
 __all__ = ["GeocodeJob", "PreparedRun", "start_in_background"]
 
@@ -85,7 +88,7 @@ class GeocodeJob(Generic[R]):
         self._cancelled = False
 
     @property
-    def panel(self) -> Any:
+    def panel(self) -> ProgressPanel | None:
         """The ProgressPanel showing this job, if progress is rendered by one."""
         from geotoolkit.widget import ProgressPanel
 
@@ -179,7 +182,6 @@ class GeocodeJob(Generic[R]):
         colour = {"done": "#2e7d32", "running": "#1565c0", "pending": "#555"}.get(status, "#b26a00")
         return (f'<div><b>GeocodeJob</b> <span style="color:{colour}"><b>{html.escape(status)}'
                 f"</b></span><br><code>{html.escape(summary_line(self.tally))}</code></div>")
-
 
 
 class PreparedRun(Protocol[R_co]):
