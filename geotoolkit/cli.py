@@ -21,7 +21,7 @@ import pandas as pd
 
 from geotoolkit import accessor as _accessor  # noqa: F401  (registers df.geocode)
 from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
-from geotoolkit.export import write_geopackage
+from geotoolkit.export import write_results
 from geotoolkit.progress import Event, ProgressSink, Tally
 from geotoolkit.providers.nominatim import PUBLIC_NOMINATIM, Nominatim
 from geotoolkit.render import JsonLinesProgress, TextProgress, summary_line
@@ -38,7 +38,8 @@ def _parser() -> argparse.ArgumentParser:
                             ("demo", "the same job offline, against the built-in simulator")):
         cmd = sub.add_parser(name, help=help_text)
         cmd.add_argument("input", type=Path, help="CSV file with an address column")
-        cmd.add_argument("-o", "--output", type=Path, required=True, help="GeoPackage to write")
+        cmd.add_argument("-o", "--output", type=Path, required=True,
+                         help="output: .gpkg, .parquet or .geoparquet")
         cmd.add_argument("--column", default="address", help="address column (default: address)")
         cmd.add_argument("--rate", type=float, help="requests/s for the whole fleet on this key")
         cmd.add_argument("--gate", help="gate URL (default: the SQLite file in your cache dir)")
@@ -116,7 +117,7 @@ def _run_job(args: argparse.Namespace, provider: Nominatim) -> int:
             raise
         print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
         return EX_TEMPFAIL
-    geocoded, letters = write_geopackage(result, args.output)
+    geocoded, letters = write_results(result, args.output)
     flagged = tally.matched - geocoded  # matches whose coordinates failed validation
     note = f", {flagged} flagged by validation" if flagged > 0 else ""
     print(f"{summary_line(tally)} -> {args.output} (geocoded: {geocoded}, dead_letters: {letters}"
