@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # conda-forge names that differ from PyPI's
-CONDA_NAMES = {"redis": "redis-py", "psycopg[binary]": "psycopg"}
+CONDA_NAMES = {"redis": "redis-py", "psycopg[binary]": "psycopg", "dask[distributed]": "dask"}
 
 
 def _names(requirements: list[str]) -> set[str]:
