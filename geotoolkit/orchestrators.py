@@ -1,0 +1,197 @@
+"""Run geotoolkit under an orchestrator: a rate limit becomes a scheduled retry.
+
+In non-blocking mode (``max_wait_seconds=``) a batch that would have to wait longer
+than that budget -- a fleet-wide pause on the gate, or a ``Retry-After`` -- raises
+:class:`~geotoolkit.errors.RateLimitError` with ``retry_after`` (seconds) instead of
+sleeping. Every row settled so far is already in the result cache, so the rerun
+sends only the rest. The helpers here hand ``retry_after`` to the orchestrator, so
+it frees the worker slot and runs the task again when the provider is ready:
+
+- :func:`retry_delay`: the delay for any exception (``None``: do not retry);
+- :func:`prefect_retry_options`: ``@task(**prefect_retry_options())`` for Prefect 3;
+- :func:`dagster_retry`: ``with dagster_retry(): ...`` inside a Dagster op, which
+  raises ``dagster.RetryRequested(seconds_to_wait=...)``.
+
+``max_delay_seconds`` caps the delay handed to the orchestrator (tests use a tiny
+cap to run fast). A rerun that comes before the gate's pause is over raises again
+at once, without sending anything, and costs one retry.
+
+Neither Prefect nor Dagster is imported until a helper needs it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
+
+__all__ = ["dagster_retry", "prefect_retry_options", "retry_delay"]
+
+#: Delay when a retriable error carries no hint (a gate or cache outage, a 429 without Retry-After).
+DEFAULT_DELAY_SECONDS = 60.0
+
+
+def _check_seconds(name: str, value: float) -> float:
+    if isinstance(value, bool) or not (math.isfinite(value) and value >= 0):
+        raise ConfigurationError(f"{name} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+def retry_delay(
+    exc: BaseException,
+    *,
+    max_delay_seconds: float | None = None,
+    default_seconds: float = DEFAULT_DELAY_SECONDS,
+) -> float | None:
+    """Seconds to wait before running a batch again after ``exc``; ``None``: do not retry.
+
+    A :class:`~geotoolkit.errors.RateLimitError` gives its ``retry_after``; another
+    retriable geotoolkit error (a gate or cache outage) gives ``default_seconds``.
+    Anything else -- bad configuration, a refused key, an exhausted quota, a bug --
+    is not retried. The delay is capped at ``max_delay_seconds``.
+
+    Examples
+    --------
+    >>> retry_delay(RateLimitError("slow down", retry_after=120.0))
+    120.0
+    >>> retry_delay(RateLimitError("slow down", retry_after=120.0), max_delay_seconds=5)
+    5.0
+    >>> retry_delay(ValueError("bad input")) is None
+    True
+    """
+    default = _check_seconds("default_seconds", default_seconds)
+    if not isinstance(exc, GeotoolkitError) or not exc.retriable:
+        return None
+    delay = default
+    if isinstance(exc, RateLimitError) and exc.retry_after is not None \
+            and math.isfinite(exc.retry_after):
+        delay = max(0.0, float(exc.retry_after))
+    if max_delay_seconds is not None:
+        delay = min(delay, _check_seconds("max_delay_seconds", max_delay_seconds))
+    return delay
+
+
+def _exception_of(state: Any) -> BaseException | None:
+    """The exception a failed Prefect state holds, if any (without touching storage)."""
+    data = getattr(state, "data", None)
+    if isinstance(data, BaseException):  # a raised exception: Failed(data=exc)
+        return data
+    inner = getattr(data, "result", None)  # a result record wrapping it
+    return inner if isinstance(inner, BaseException) else None
+
+
+class _RetryAfterDelays(list[float]):
+    """Prefect's ``retry_delay_seconds``, read right after ``retry_condition_fn`` ran.
+
+    Prefect 3 takes a task's retry delays from its definition: the engine asks
+    ``retry_condition_fn`` whether to retry, then reads ``retry_delay_seconds[n]``.
+    This list answers with the delay the condition found on the exception of
+    *this* task run (a context variable: concurrent runs do not mix), and holds
+    ``[default]`` for anything that reads it as a plain list.
+    """
+
+    def __init__(self, max_delay_seconds: float | None, default_seconds: float) -> None:
+        super().__init__([default_seconds])
+        self.max_delay_seconds, self.default_seconds = max_delay_seconds, default_seconds
+        self._pending: contextvars.ContextVar[float] = contextvars.ContextVar(
+            "geotoolkit_retry_delay")
+
+    def should_retry(self, task: Any, task_run: Any, state: Any) -> bool:
+        """Prefect's ``retry_condition_fn``: retry retriable errors, remember their delay."""
+        delay = retry_delay(_exception_of(state) or Exception(),
+                            max_delay_seconds=self.max_delay_seconds,
+                            default_seconds=self.default_seconds)
+        if delay is None:
+            return False
+        self._pending.set(delay)
+        return True
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return super().__getitem__(index)
+        return self._pending.get(super().__getitem__(index))
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.max_delay_seconds, self.default_seconds))
+
+
+def prefect_retry_options(
+    retries: int = 10,
+    *,
+    max_delay_seconds: float | None = 3600.0,
+    default_seconds: float = DEFAULT_DELAY_SECONDS,
+) -> dict[str, Any]:
+    """Keyword arguments for Prefect 3's ``@task``: retry after the delay a batch asks for.
+
+    A task that raises ``RateLimitError(retry_after=...)`` (non-blocking mode) is
+    put in ``AwaitingRetry`` for ``retry_after`` seconds (at most
+    ``max_delay_seconds``); other retriable geotoolkit errors wait
+    ``default_seconds``; anything else fails the task at once.
+
+    Parameters
+    ----------
+    retries
+        How many reruns Prefect allows the task.
+    max_delay_seconds
+        The longest delay handed to Prefect (``None``: no cap).
+    default_seconds
+        The delay when the error carries none.
+
+    Examples
+    --------
+    A task that resumes from the cache after each rate limit (a full, tested
+    recipe is in ``docs/recipes.md``)::
+
+        @prefect.task(**prefect_retry_options(retries=20))
+        def geocode_file(path: str) -> None:
+            frame = pd.read_csv(path)
+            frame.geocode.run("address", provider=..., cache=..., max_wait_seconds=30)
+
+    >>> sorted(prefect_retry_options(retries=5))
+    ['retries', 'retry_condition_fn', 'retry_delay_seconds']
+    """
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ConfigurationError(f"retries must be an integer >= 0, got {retries!r}")
+    cap = None if max_delay_seconds is None else _check_seconds("max_delay_seconds",
+                                                                  max_delay_seconds)
+    delays = _RetryAfterDelays(cap, _check_seconds("default_seconds", default_seconds))
+    return {"retries": retries, "retry_delay_seconds": delays,
+            "retry_condition_fn": delays.should_retry}
+
+
+@contextmanager
+def dagster_retry(
+    max_retries: int = 10,
+    *,
+    max_delay_seconds: float | None = 3600.0,
+    default_seconds: float = DEFAULT_DELAY_SECONDS,
+) -> Iterator[None]:
+    """Inside a Dagster op: turn a retriable geotoolkit error into ``RetryRequested``.
+
+    ``RetryRequested(max_retries=max_retries, seconds_to_wait=delay)`` is raised
+    from the original exception, with the delay of :func:`retry_delay`; other
+    exceptions pass through unchanged.
+
+    Examples
+    --------
+    In an op (a full, tested recipe is in ``docs/recipes.md``)::
+
+        @dagster.op
+        def geocode_file(path: str) -> None:
+            with dagster_retry(max_retries=20):
+                pd.read_csv(path).geocode.run("address", provider=..., max_wait_seconds=30)
+    """
+    try:
+        yield
+    except GeotoolkitError as exc:
+        delay = retry_delay(exc, max_delay_seconds=max_delay_seconds,
+                            default_seconds=default_seconds)
+        if delay is None:
+            raise
+        from dagster import RetryRequested
+
+        raise RetryRequested(max_retries=max_retries, seconds_to_wait=delay) from exc
