@@ -138,7 +138,8 @@ def geocode(addresses: Iterable[Any], *, provider: Provider | str, **options: An
         ``gate`` (URL or Gate; default: the SQLite file in the user cache),
         ``rate`` (requests/s for the whole fleet on this key; default: the
         provider's published limit), ``concurrency`` (4), ``max_attempts`` (6),
-        ``backoff``, ``timeout``, ``clock``, ``progress``, ``store``,
+        ``backoff``, ``timeout``, ``clock``, ``progress`` (a callable taking
+        progress events, or "auto", "widget", "text", "json"; default none), ``store``,
         ``max_wait_seconds`` (non-blocking mode), ``transport``, ``cached``,
         ``daily_cap``: see ``build_engine``. The provider's usage policy is
         checked first (``UsagePolicyWarning``, or ``ConfigurationError`` for a
@@ -156,6 +157,10 @@ def geocode(addresses: Iterable[Any], *, provider: Provider | str, **options: An
     """
     items: list[Query | str] = [query_from_value(a) for a in addresses]
     options.setdefault("rows", len(items))
+    if not callable(options.get("progress")):
+        from geotoolkit.render import progress_sink
+
+        options["progress"] = progress_sink(options.get("progress"))
     engine = build_engine(provider, **options)
     try:
         return run_sync(lambda: engine.run(items))
