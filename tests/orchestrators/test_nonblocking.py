@@ -49,7 +49,9 @@ def test_the_accessor_raises_instead_of_waiting_and_the_rerun_sends_only_the_res
                "cache": f"sqlite:///{tmp_path}/results.sqlite"}
     with pytest.raises(RateLimitError) as first:
         df.geocode.run("address", **options)
-    assert first.value.retry_after == 120.0
+    # 120 s from the 429's Retry-After (or a hair less: the fleet's pause, as another
+    # worker of the batch saw it)
+    assert 119 < (first.value.retry_after or 0) <= 120
     settled = _sent(sim)
     assert 1 <= len(settled) < len(ADDRESSES) and sim.count(429) >= 1
 
