@@ -94,6 +94,10 @@ class Engine:
     run resumes where this one stopped.
     """
 
+    #: A reserved slot fired this much later than usual is given up (see ``_wait_for_slot``):
+    #: half the slack the default 3 % safety margin leaves in a one-second window.
+    late_send_seconds = 0.015
+
     def __init__(
         self,
         provider: Provider,
@@ -135,6 +139,7 @@ class Engine:
         #: This run's id on the gate (random, new for every run).
         self.worker_id = ""
         self._counts = _Counts()
+        self._lateness = 0.0  # moving average of how late after its slots this run sends
         self._error: BaseException | None = None
         self._client: httpx.AsyncClient
 
@@ -281,8 +286,13 @@ class Engine:
         """Reserve a send slot on the gate and wait for it.
 
         After waiting, the reservation stands only if no pause was published
-        meanwhile (a pause cancels every outstanding reservation: same epoch).
+        meanwhile (a pause cancels every outstanding reservation: same epoch), and
+        if this run is not unusually late for it: a slot fired ``late_send_seconds``
+        later than this run's usual lateness (a stalled process, a slow gate
+        call) would land next to the following slots and break the fleet's
+        spacing, so it is given up, once per request, and a new one reserved.
         """
+        given_up = False
         while True:
             if self._error is not None:
                 raise _Stop
@@ -290,12 +300,18 @@ class Engine:
             if slot.wait <= 0:
                 return
             self._check_budget(slot.wait)
+            deadline = self.clock.now() + slot.wait
             await self.clock.sleep(slot.wait)
             if not slot.reserved:
                 continue  # nothing was reserved: ask again
             state = await self._call(self.gate.blocking, self.gate.state, self.provider.gate_key)
-            if state.pause_remaining <= 0 and state.epoch == slot.epoch:
+            if state.pause_remaining > 0 or state.epoch != slot.epoch:
+                continue
+            late = self.clock.now() - deadline
+            usual, self._lateness = self._lateness, 0.9 * self._lateness + 0.1 * max(0.0, late)
+            if given_up or late <= usual + self.late_send_seconds:
                 return
+            given_up = True
 
     async def _reserve(self) -> Reservation:
         reserve = functools.partial(

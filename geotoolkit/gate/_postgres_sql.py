@@ -233,15 +233,20 @@ _CALLS = [
         v_old double precision := g.pause_until;
         v_prev double precision := g.throttled_at;
         v_cut boolean := false;
+        v_mult double precision;
     BEGIN
         IF p_rate_limited AND v_now >= v_old THEN
             g.throttled_at := v_now;
             IF g.decreased_at IS NULL OR v_now - g.decreased_at >= p_hold THEN
-                g.factor := greatest(p_min_factor, g.factor * CASE
-                    WHEN v_prev IS NULL OR v_now - v_prev <= p_recent THEN p_decrease
-                    ELSE 1 - (1 - p_decrease) * p_recent / (v_now - v_prev) END);
-                g.decreased_at := v_now;
-                v_cut := true;
+                v_mult := CASE
+                    WHEN v_prev IS NULL THEN 1.0  -- a first 429 only pauses
+                    WHEN v_now - v_prev <= p_recent THEN p_decrease
+                    ELSE 1 - (1 - p_decrease) * p_recent / (v_now - v_prev) END;
+                IF v_mult < 1 THEN
+                    g.factor := greatest(p_min_factor, g.factor * v_mult);
+                    g.decreased_at := v_now;
+                    v_cut := true;
+                END IF;
             END IF;
         END IF;
         g.pause_until := greatest(v_old, v_now + greatest(p_seconds, 0));

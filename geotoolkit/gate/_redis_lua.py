@@ -162,13 +162,16 @@ if ARGV[4] == '1' and now >= old_until then
   thr_at = now
   if dec_at == nil or now - dec_at >= tonumber(ARGV[7]) then
     local beta, recent = tonumber(ARGV[5]), tonumber(ARGV[8])
-    local mult = beta
-    if prev ~= nil and now - prev > recent then
-      mult = 1 - (1 - beta) * recent / (now - prev)
+    local mult = 1  -- a first 429 only pauses
+    if prev ~= nil then
+      mult = beta
+      if now - prev > recent then mult = 1 - (1 - beta) * recent / (now - prev) end
     end
-    f = math.max(tonumber(ARGV[6]), f * mult)
-    dec_at = now
-    cut = true
+    if mult < 1 then
+      f = math.max(tonumber(ARGV[6]), f * mult)
+      dec_at = now
+      cut = true
+    end
   end
 end
 until_ = math.max(until_, now + seconds)

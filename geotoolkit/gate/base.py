@@ -169,10 +169,11 @@ class Aimd:
     A throttle *event* is a 429 answered while no pause is active (429s that
     arrive during a pause belong to the burst that published it). An event
     multiplies ``rate_factor`` by ``cut(now, previous_event)``: by ``decrease``
-    when it follows the previous event within ``recent_seconds`` (or is the
-    first one: 429s that keep coming mean the fleet is well over the limit),
-    by proportionally less the longer the calm before it (a 429 after a long
-    calm means the fleet is just over the limit: back off a little). At most
+    when it follows the previous event within ``recent_seconds`` (429s that
+    keep coming mean the fleet is well over the limit), by proportionally less
+    the longer the calm before it (a 429 after a long calm means the fleet is
+    just over the limit: back off a little), not at all for the first event
+    (it only pauses: one 429 may be jitter rather than a lower quota). At most
     one cut per ``hold_seconds``. After the pause that came with a cut, every
     second of successful answers adds ``increase_per_second`` (capped at 1:
     never above the configured rate).
@@ -198,11 +199,13 @@ class Aimd:
         """The multiplier for an event at ``now`` after one at ``previous`` (None: none).
 
         >>> a = Aimd(decrease=0.7, recent_seconds=3.0)
-        >>> a.cut(100.0, None), a.cut(100.0, 98.0), round(a.cut(100.0, 70.0), 3)
-        (0.7, 0.7, 0.97)
+        >>> a.cut(100.0, 98.0), round(a.cut(100.0, 70.0), 3), a.cut(100.0, None)
+        (0.7, 0.97, 1.0)
         """
-        calm = math.inf if previous is None else now - previous
-        if previous is None or calm <= self.recent_seconds:
+        if previous is None:
+            return 1.0  # a first 429 only pauses: it may be jitter, not a lower quota
+        calm = now - previous
+        if calm <= self.recent_seconds:
             return self.decrease
         return 1.0 - (1.0 - self.decrease) * self.recent_seconds / calm
 

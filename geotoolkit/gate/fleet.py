@@ -84,7 +84,10 @@ class Fleet:
         fleet = replace(self, throttled_at=now)
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
             return fleet
-        factor = max(aimd.min_factor, self.factor * aimd.cut(now, self.throttled_at))
+        multiplier = aimd.cut(now, self.throttled_at)
+        if multiplier >= 1.0:
+            return fleet
+        factor = max(aimd.min_factor, self.factor * multiplier)
         return replace(fleet, factor=factor, decreased_at=now)
 
     # -- counts ----------------------------------------------------------------

@@ -248,3 +248,34 @@ def test_bad_fleet_settings_are_configuration_errors(kwargs: dict[str, Any]) -> 
     kwargs = {"daily_cap": 5, **kwargs} if "cap_period" in kwargs else kwargs
     with pytest.raises(ConfigurationError):
         engine(clock, LimitedProvider(clock, 1), MemoryGate(clock=clock), **kwargs)
+
+
+def test_a_slot_woken_up_late_is_given_up_not_fired() -> None:
+    """A stalled worker must not fire a stale slot next to the following ones."""
+
+    class StallingClock(FakeClock):
+        stall_at = 2  # the 2nd wait for a slot wakes 80 ms late (a GC pause, a busy CPU)
+        sleeps = 0
+
+        async def sleep(self, seconds: float) -> None:
+            await super().sleep(seconds)
+            if seconds > 0:
+                self.sleeps += 1
+                if self.sleeps == self.stall_at:
+                    self.advance(0.08)
+
+    clock = StallingClock(start=0.0)
+    sent: list[float] = []
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        sent.append(clock.now())
+        return httpx.Response(200, json=MATCH)
+
+    asyncio.run(engine(clock, respond, MemoryGate(clock=clock), concurrency=1,
+                       rate=RatePolicy(rate=1.0, safety_margin=0.0),
+                       sample_seconds=1000.0).run(queries(5)))  # no sampler sleeps
+    assert len(sent) == 5
+    # Fired on time or not at all: every send sits on the one-second grid.
+    assert all(abs(t - round(t)) < 1e-6 for t in sent), sent
+    assert sent == [0.0, 1.0, 3.0, 4.0, 5.0]  # the stale slot 2 was given up
+    assert clock.sleeps == 5

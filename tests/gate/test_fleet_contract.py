@@ -25,6 +25,12 @@ from geotoolkit.gate.fleet import WINDOW_SECONDS, period_of
 TOL = 0.25
 
 
+def throttle_twice(gate: Any, key: str, seconds: float = 0.0) -> None:
+    """Two 429 events in a row: the first only pauses, the second (soon after) cuts."""
+    gate.pause(key, 0.0, rate_limited=True)
+    gate.pause(key, seconds, rate_limited=True)
+
+
 def _backdate_last_throttle(store: Any, gate: Any, key: str, seconds: float) -> None:
     """Pretend the key's last 429 event happened ``seconds`` earlier than recorded."""
     if store.name == "memory":
@@ -120,6 +126,8 @@ def test_a_burst_of_429s_cuts_the_rate_once(store: Any, host: str) -> None:
     for gate in gates:
         gate.aimd = Aimd(decrease=0.5, hold_seconds=0.0)  # the pause alone must group the burst
     key = gate_key(host)
+    gates[0].pause(key, 0.0, rate_limited=True)  # an earlier 429: the burst repeats it
+    assert gates[0].stats(key).rate_factor == 1.0  # a first 429 only pauses
     barrier = threading.Barrier(16)
 
     def throttled(gate: Gate) -> None:
@@ -134,14 +142,14 @@ def test_a_burst_of_429s_cuts_the_rate_once(store: Any, host: str) -> None:
     stats = gates[0].stats(key)
     assert stats.rate_factor == pytest.approx(0.5)  # one cut for sixteen 429s
     assert stats.throttled == 16
-    assert gates[1].state(key).epoch == 1
+    assert gates[1].state(key).epoch == 2  # the earlier pause, then the burst's
 
 
 def test_the_factor_paces_every_instance(store: Any, host: str) -> None:
     one, two = store.open(), store.open()
     one.aimd = Aimd(decrease=0.5)
     key = gate_key(host)
-    one.pause(key, 0.0, rate_limited=True)  # a first 429 event: the full cut
+    throttle_twice(one, key)
     reservation = two.reserve(key, 10.0)
     assert reservation.rate_factor == pytest.approx(0.5)
     assert one.acquire(key, 10.0) == pytest.approx(reservation.wait + 20.0, abs=TOL)
@@ -151,7 +159,8 @@ def test_no_second_cut_within_the_hold(store: Any, host: str) -> None:
     gate = store.open()
     gate.aimd = Aimd(decrease=0.5, hold_seconds=60.0)
     key = gate_key(host)
-    gate.pause(key, 0.0, rate_limited=True)
+    throttle_twice(gate, key)
+    assert gate.stats(key).rate_factor == pytest.approx(0.5)
     gate.pause(key, 0.0, rate_limited=True)  # the pause is over, but the hold is not
     assert gate.stats(key).rate_factor == pytest.approx(0.5)
     gate.pause(key, 0.0)  # not a 429 (a 503): never cuts
@@ -162,7 +171,7 @@ def test_a_429_after_a_long_calm_cuts_a_little(store: Any, host: str) -> None:
     gate = store.open()
     gate.aimd = Aimd(decrease=0.7, recent_seconds=3.0, hold_seconds=0.0)
     key = gate_key(host)
-    gate.pause(key, 0.0, rate_limited=True)
+    throttle_twice(gate, key)
     assert gate.stats(key).rate_factor == pytest.approx(0.7)
     _backdate_last_throttle(store, gate, key, 300.0)
     gate.pause(key, 0.0, rate_limited=True)
@@ -174,12 +183,12 @@ def test_successes_probe_back_up_after_the_pause_never_above_one(store: Any, hos
     gate = store.open()
     gate.aimd = Aimd(decrease=0.5, increase_per_second=1e6)
     key = gate_key(host)
-    gate.pause(key, 30.0, rate_limited=True)
+    throttle_twice(gate, key, 30.0)
     # During the pause that came with the cut, successes do not raise the factor...
     gate.reserve(key, 1.0, report=Report(requests=1, successes=1))
     assert gate.stats(key).rate_factor == pytest.approx(0.5)
     other = gate_key(host, "other")
-    gate.pause(other, 0.0, rate_limited=True)
+    throttle_twice(gate, other)
     assert gate.stats(other).rate_factor == pytest.approx(0.5)
     # ...after it, they do, up to the configured rate and no further.
     assert gate.record(other, Report(requests=1, successes=1)).rate_factor == 1.0
