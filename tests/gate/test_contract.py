@@ -182,7 +182,12 @@ def test_threads_share_one_instance(store: Any, host: str) -> None:
 
 _WORKER = textwrap.dedent(
     """
-    import json, os, sys, time
+    import json, os, sys, time, types
+
+    # Only the gate modules are needed: skip the package __init__ (pandas & co., seconds).
+    package = types.ModuleType("geotoolkit")
+    package.__path__ = [os.path.join(sys.argv[7], "geotoolkit")]
+    sys.modules["geotoolkit"] = package
     from geotoolkit.gate import open_gate
 
     url, key, n, interval, barrier, parties = sys.argv[1:7]
@@ -217,7 +222,7 @@ def test_slots_are_spaced_across_processes(store: Any, host: str, tmp_path: Path
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
     }
-    args = [store.url, key, str(n), str(interval), str(barrier), str(parties)]
+    args = [store.url, key, str(n), str(interval), str(barrier), str(parties), str(REPO_ROOT)]
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _WORKER, *args],
