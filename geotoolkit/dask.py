@@ -122,23 +122,30 @@ def check_shared(gate: Any, cache: Any, hosts: int) -> None:
     geotoolkit.errors.ConfigurationError: a SQLite gate is one file on one machine, but the \
 workers run on 2 hosts: use gate='redis://...' or 'postgresql://...'
     """
-    for role, value in (("gate", gate), ("cache", cache)):
-        backend = _backend(value)
-        if backend == "":
-            raise ConfigurationError(
-                f"pass the {role} as a URL, not {type(value).__name__}: every partition opens "
-                f"its own connection on its worker")
-        if backend == "memory":
-            raise ConfigurationError(
-                f"a memory:// {role} lives inside one call, so each partition would have its "
-                f"own and the fleet would not share it: use sqlite:///path on one machine, "
-                f"{'redis://... or ' if role == 'gate' else ''}postgresql://... on a cluster")
-        if backend == "sqlite" and hosts > 1:
-            servers = "'redis://...' or 'postgresql://...'" if role == "gate" else \
-                "'postgresql://...' (or False)"
-            raise ConfigurationError(
-                f"a SQLite {role} is one file on one machine, but the workers run on {hosts} "
-                f"hosts: use {role}={servers}")
+    _check_one("gate", gate, hosts)
+    _check_one("cache", cache, hosts)
+
+
+def _check_one(role: str, value: Any, hosts: int) -> None:
+    backend = _backend(value)
+    if backend == "":
+        raise ConfigurationError(
+            f"pass the {role} as a URL, not {type(value).__name__}: every partition opens "
+            f"its own connection on its worker")
+    if backend == "none" and role == "gate":
+        raise ConfigurationError("the workers need a gate to share: pass its URL")
+    if backend == "memory":
+        servers = "redis://... or postgresql://..." if role == "gate" else "postgresql://..."
+        raise ConfigurationError(
+            f"a memory:// {role} lives inside one call, so each partition would have its "
+            f"own and the fleet would not share it: use sqlite:///path on one machine, "
+            f"{servers} on a cluster")
+    if backend == "sqlite" and hosts > 1:
+        servers = "'redis://...' or 'postgresql://...'" if role == "gate" \
+            else "'postgresql://...' (or False)"
+        raise ConfigurationError(
+            f"a SQLite {role} is one file on one machine, but the workers run on {hosts} "
+            f"hosts: use {role}={servers}")
 
 
 def _cluster_hosts(client: Any = None) -> int:

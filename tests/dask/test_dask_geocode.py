@@ -190,6 +190,8 @@ def test_a_memory_gate_or_cache_is_refused_before_anything_runs(client: Any) -> 
         gdask.geocode(ddf, provider=provider, gate="memory://", cache=False)
     with pytest.raises(ConfigurationError, match="memory:// cache"):
         gdask.geocode(ddf, provider=provider, gate="sqlite:///g.sqlite", cache="memory://")
+    with pytest.raises(ConfigurationError, match="need a gate"):
+        gdask.geocode(ddf, provider=provider, gate=False, cache=False)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="as a URL"):
         gdask.geocode(ddf, provider=provider, gate=object(), cache=False)  # type: ignore[arg-type]
 
