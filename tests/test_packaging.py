@@ -16,7 +16,7 @@ def _names(requirements: list[str]) -> set[str]:
 def test_environment_yml_mirrors_pyproject() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     wanted = _names(project["dependencies"])
-    for extra, reqs in project["optional-dependencies"].items():
+    for reqs in project["optional-dependencies"].values():
         wanted |= {n for n in _names(reqs) if not n.startswith("geotoolkit")}
     conda = set()
     for line in (ROOT / "environment.yml").read_text().splitlines():

@@ -1,3 +1,4 @@
+import itertools
 import math
 import random
 
@@ -46,7 +47,7 @@ def test_a_server_that_keeps_saying_1_still_gets_longer_waits(hint: float) -> No
     rng = random.Random(1)
     # the mean wait per attempt over many draws grows with the attempt number
     means = [sum(b.wait(n, hint, rng) for _ in range(400)) / 400 for n in range(1, 7)]
-    assert all(later > earlier for earlier, later in zip(means, means[1:], strict=False))
+    assert all(later > earlier for earlier, later in itertools.pairwise(means))
     assert means[-1] > 10 * max(hint, 1.0)
     # with partial jitter the floor itself grows: attempt 6 never waits less than 16 s
     assert min(Backoff(jitter=0.5).wait(6, hint, rng) for _ in range(100)) >= 16.0

@@ -34,7 +34,7 @@ def test_valid_forms(value: str, expected: float) -> None:
 @pytest.mark.parametrize(
     "value",
     [None, "", "   ", "1.5", "-1", "+1", "nan", "inf", "1e3", "1_000", "0x10", "12abc",
-     "120 seconds", "١٢", "１２",  # non-ASCII digits are not delay-seconds
+     "120 seconds", "١٢", "１２",  # noqa: RUF001 -- non-ASCII digits are not delay-seconds
      "Sun, 06 Nov 1994 08:49:37 GMT trailing", "Sun, 06 Nov 1994 08:49:37 PST",
      "Sun, 06 Nov 1994 08:49:37 +0000", "Sun, 30 Feb 1994 08:49:37 GMT",
      "Sun, 06 Nov 1994 25:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT", "tomorrow",

@@ -18,8 +18,8 @@ import pytest
 from geotoolkit import (
     AuthenticationError,
     Backoff,
-    FakeClock,
     Failure,
+    FakeClock,
     Match,
     MemoryGate,
     NoMatch,
