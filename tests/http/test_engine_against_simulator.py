@@ -2,6 +2,8 @@
 
 The simulator and the engine share one FakeClock, so Retry-After waits of
 seconds or minutes pass in virtual time: nothing here sleeps on the wall clock.
+With real sockets, virtual time can also move on while a request is in flight
+(the engine's fleet sampler sleeps too), so times are asserted as lower bounds.
 """
 
 from __future__ import annotations
@@ -103,8 +105,8 @@ def test_day_long_retry_after_is_clamped(sim: ProviderSimulator, clock: FakeCloc
     assert all(isinstance(o, Match) for o in outcomes)
     throttle = next(e for e in events if isinstance(e, Throttled))
     assert throttle.retry_after == 86_400 and throttle.wait_seconds == 300.0
-    times = [r.time for r in sim.requests]
-    assert times[-1] - throttle.at == pytest.approx(300.0)
+    retry = sim.requests[-1]
+    assert retry.status == 200 and retry.time >= throttle.at + 300.0
 
 
 def test_503_then_success(sim: ProviderSimulator, clock: FakeClock) -> None:
