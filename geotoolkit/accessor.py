@@ -134,6 +134,9 @@ def prepare(
     column: str | None = None,
     *,
     provider: Provider | str,
+    api_key: str | None = None,
+    user_agent: str | None = None,
+    base_url: str | None = None,
     street: str | None = None,
     housenumber: str | None = None,
     city: str | None = None,
@@ -169,7 +172,8 @@ def prepare(
         closers.append(store.close)
     try:
         engine = build_engine(
-            provider, gate=gate, rate=rate, concurrency=concurrency, max_attempts=max_attempts,
+            provider, api_key=api_key, user_agent=user_agent, base_url=base_url, gate=gate,
+            rate=rate, concurrency=concurrency, max_attempts=max_attempts,
             backoff=backoff, timeout=timeout, clock=clock, progress=progress_sink(progress),
             store=store, max_wait_seconds=max_wait_seconds, transport=transport, rng=rng,
             rows=len(df))
@@ -222,6 +226,9 @@ class GeocodeAccessor:
         column: str | None = None,
         *,
         provider: Provider | str,
+        api_key: str | None = None,
+        user_agent: str | None = None,
+        base_url: str | None = None,
         street: str | None = None,
         housenumber: str | None = None,
         city: str | None = None,
@@ -261,6 +268,9 @@ class GeocodeAccessor:
             For example ``Nominatim(user_agent="my-app/1.0 (me@example.org)")``, or
             a registered name such as ``"photon"``. Its usage policy is checked
             first (``rows`` is the frame's length).
+        api_key, user_agent, base_url
+            With a provider name: its key (never shown or stored in clear), the
+            user agent identifying your application, another instance's URL.
         street, housenumber, city, county, state, postalcode
             Column names for a structured query (instead of ``column``).
         country
