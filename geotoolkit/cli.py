@@ -23,6 +23,7 @@ from geotoolkit import accessor as _accessor  # noqa: F401  (registers df.geocod
 from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
 from geotoolkit.export import write_results
 from geotoolkit.progress import Event, ProgressSink, Tally
+from geotoolkit.providers import PROVIDERS, Provider, get_provider
 from geotoolkit.providers.nominatim import PUBLIC_NOMINATIM, Nominatim
 from geotoolkit.render import JsonLinesProgress, TextProgress, summary_line
 
@@ -50,8 +51,10 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--country", metavar="CC",
                          help="flag points outside this country (ISO alpha-2 code, or a column of codes)")
     geo = sub.choices["geocode"]
-    geo.add_argument("--user-agent", required=True, help="identifies your application")
-    geo.add_argument("--base-url", default=PUBLIC_NOMINATIM, help="Nominatim instance")
+    geo.add_argument("--provider", default="nominatim", choices=sorted(PROVIDERS),
+                     help="geocoding service (default: nominatim)")
+    geo.add_argument("--user-agent", help="identifies your application (required by Nominatim)")
+    geo.add_argument("--base-url", help=f"another instance (default for nominatim: {PUBLIC_NOMINATIM})")
     geo.add_argument("--api-key-env", metavar="VAR",
                      help="name of the environment variable holding the API key")
     geo.add_argument("--cache", metavar="URL|none",
@@ -104,7 +107,7 @@ def _api_key(var: str | None) -> str | None:
     return value
 
 
-def _run_job(args: argparse.Namespace, provider: Nominatim) -> int:
+def _run_job(args: argparse.Namespace, provider: Provider) -> int:
     frame = _read_csv(args.input, args.column)
     sink, tally = _progress(args.progress)
     try:
@@ -170,5 +173,6 @@ def _dispatch(args: Any) -> int:
         return _demo(args)
     if args.command == "gate":
         return _gate_init(args.url)
-    provider = Nominatim(args.base_url, user_agent=args.user_agent, api_key=_api_key(args.api_key_env))
+    provider = get_provider(args.provider, base_url=args.base_url, user_agent=args.user_agent,
+                            api_key=_api_key(args.api_key_env))
     return _run_job(args, provider)

@@ -128,3 +128,22 @@ def test_demo_runs_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     letters = pyogrio.read_dataframe(out, layer="dead_letters", read_geometry=False)
     assert len(geocoded) + len(letters) == rows and len(geocoded) > 0
     assert f"{rows}/{rows} rows" in capsys.readouterr().out
+
+
+def test_provider_by_name(sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "liq.gpkg"
+    argv = ["geocode", str(csv_path), "-o", str(out), "--provider", "locationiq",
+            "--base-url", sim.url, "--api-key-env", "GTK_TEST_KEY", "--gate", "memory://",
+            "--cache", "none", "--progress", "none", "--rate", "100"]
+    assert main(argv) == 0
+    assert {r.key for r in sim.requests} == {SECRET}
+    assert SECRET not in capsys.readouterr().out and SECRET.encode() not in out.read_bytes()
+    assert len(pyogrio.read_dataframe(out, layer="geocoded")) == 4
+
+
+def test_nominatim_without_a_user_agent_is_refused(csv_path: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["geocode", str(csv_path), "-o", str(tmp_path / "x.gpkg"), "--gate", "memory://"]
+    assert main(argv) == 2
+    assert "user_agent" in capsys.readouterr().err
