@@ -21,5 +21,5 @@ def test_provider_by_name_with_key_and_base_url() -> None:
 
 def test_provider_name_without_its_key_is_a_clear_error() -> None:
     df = pd.DataFrame({"address": ["Vaduz"]})
-    with pytest.raises(ValueError, match="(?i)key"):
+    with pytest.raises(ValueError, match=r"(?i)key"):
         df.geocode.run(provider="opencage", gate="memory://", cache=False, progress=False)
