@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import random
 import secrets
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
 import httpx
@@ -23,7 +23,8 @@ from geotoolkit.errors import (
     QuotaExceededError,
     RateLimitError,
 )
-from geotoolkit.gate.base import Cap, FleetStats, Gate, Report, Reservation
+from geotoolkit.gate.base import HEARTBEAT_SECONDS, Cap, FleetStats, Gate, GateState, Reservation
+from geotoolkit.gate.fleet import ClockSync, Counts
 from geotoolkit.policy import Backoff, RatePolicy
 from geotoolkit.progress import (
     BatchFinished,
@@ -40,7 +41,20 @@ from geotoolkit.results import Failure, Outcome, Query, with_attempts
 __all__ = ["Engine", "ResultStore"]
 
 log = logging.getLogger("geotoolkit.engine")
+
+#: Waits longer than this are cut in steps (samples and heartbeats go on meanwhile).
+_LONG_WAIT_SECONDS = HEARTBEAT_SECONDS / 4
+#: A wait for a slot shorter than this is not used to sample the fleet.
+_SAMPLE_MARGIN_SECONDS = 0.1
 T = TypeVar("T")
+
+
+class _Stamped(Protocol):
+    @property
+    def now(self) -> float: ...
+
+
+R = TypeVar("R", bound=_Stamped)
 
 
 class ResultStore(Protocol):
@@ -55,20 +69,6 @@ class ResultStore(Protocol):
 
 class _Stop(Exception):
     """Internal: another worker hit an error that stops the batch."""
-
-
-@dataclass
-class _Counts:
-    """What this run saw since its last report to the gate."""
-
-    requests: int = 0
-    successes: int = 0
-    throttled: int = 0
-
-    def take(self) -> Report:
-        report = Report(self.requests, self.successes, self.throttled)
-        self.requests = self.successes = self.throttled = 0
-        return report
 
 
 class Engine:
@@ -138,8 +138,11 @@ class Engine:
         self.sample_seconds = sample_seconds
         #: This run's id on the gate (random, new for every run).
         self.worker_id = ""
-        self._counts = _Counts()
+        self._counts = Counts()
         self._lateness = 0.0  # moving average of how late after its slots this run sends
+        self._sync = ClockSync()
+        self._sampling = False
+        self._next_sample = self._last_beat = -math.inf
         self._error: BaseException | None = None
         self._client: httpx.AsyncClient
 
@@ -215,6 +218,7 @@ class Engine:
                 if self.store is not None and not isinstance(outcome, Failure):
                     await self._call(self.store.blocking, self.store.put, key, outcome)
                 self._settled(key, outcome, groups, results)
+                await self._maybe_sample()
 
         await asyncio.gather(*(worker() for _ in range(self.concurrency)))
 
@@ -262,7 +266,7 @@ class Engine:
                 wait = self.backoff.delay(attempt, self.rng)
             if attempt < self.max_attempts:
                 self._check_budget(wait)
-                await self.clock.sleep(wait)
+                await self._sleep_until(self.clock.now() + wait)
         return Failure(reason=f"gave up after {self.max_attempts} attempts: {last}",
                        error=type(last).__name__, provider=self.provider.name,
                        attempts=self.max_attempts)
@@ -285,26 +289,29 @@ class Engine:
     async def _wait_for_slot(self) -> None:
         """Reserve a send slot on the gate and wait for it.
 
-        After waiting, the reservation stands only if no pause was published
-        meanwhile (a pause cancels every outstanding reservation: same epoch), and
-        if this run is not unusually late for it: a slot fired ``late_send_seconds``
-        later than this run's usual lateness (a stalled process, a slow gate
-        call) would land next to the following slots and break the fleet's
-        spacing, so it is given up, once per request, and a new one reserved.
+        The slot is on the store's clock: it is converted to ours (``ClockSync``),
+        so a slow reply does not make the send late. After waiting, the reservation
+        stands only if no pause was published meanwhile (a pause cancels every
+        outstanding reservation: same epoch), and if this run is not unusually late
+        for it: a slot fired ``late_send_seconds`` later than this run's usual
+        lateness (a stalled process, a slow gate call) would land next to the
+        following slots and break the fleet's spacing, so it is given up, once per
+        request, and a new one reserved.
         """
         given_up = False
         while True:
             if self._error is not None:
                 raise _Stop
-            slot = await self._reserve()
+            slot = await self._timed(self._reserve)
             if slot.wait <= 0:
                 return
             self._check_budget(slot.wait)
-            deadline = self.clock.now() + slot.wait
-            await self.clock.sleep(slot.wait)
+            deadline = self._sync.local(slot.now + slot.wait)
+            # Sample only when there is time for it: never between a slot and its send.
+            await self._sleep_until(deadline, sample=slot.wait > _SAMPLE_MARGIN_SECONDS)
             if not slot.reserved:
                 continue  # nothing was reserved: ask again
-            state = await self._call(self.gate.blocking, self.gate.state, self.provider.gate_key)
+            state = await self._timed(self._state)
             if state.pause_remaining > 0 or state.epoch != slot.epoch:
                 continue
             late = self.clock.now() - deadline
@@ -312,6 +319,16 @@ class Engine:
             if given_up or late <= usual + self.late_send_seconds:
                 return
             given_up = True
+
+    async def _timed(self, call: Callable[[], Awaitable[R]]) -> R:
+        """A gate call whose reply (``.now``: the store's clock) also syncs the clocks."""
+        start = self.clock.now()
+        reply = await call()
+        self._sync.update(start, self.clock.now(), reply.now)
+        return reply
+
+    async def _state(self) -> GateState:
+        return await self._call(self.gate.blocking, self.gate.state, self.provider.gate_key)
 
     async def _reserve(self) -> Reservation:
         reserve = functools.partial(
@@ -334,28 +351,54 @@ class Engine:
 
     @contextlib.asynccontextmanager
     async def _fleet(self) -> AsyncIterator[None]:
-        """Join the fleet for the block: sample it periodically, then leave it."""
+        """Join the fleet for the block (a first sample), then leave it (a last one, if due)."""
         self.worker_id = secrets.token_hex(8)
-        sampler = asyncio.create_task(self._sample_forever())
+        self._next_sample, self._last_beat = -math.inf, -math.inf
+        await self._maybe_sample()
         try:
             yield
         finally:
-            sampler.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sampler
+            await self._maybe_sample()
             await self._record(leaving=True)
 
-    async def _sample_forever(self) -> None:
-        while True:
-            stats = await self._record()
+    async def _maybe_sample(self) -> None:
+        """Sample the fleet if ``sample_seconds`` have passed since the last sample.
+
+        Workers call this at natural points (after a query settles, before a wait);
+        no task of its own sleeps on the clock. The heartbeat is refreshed every
+        quarter of its lifetime; the samples between are reads.
+        """
+        now = self.clock.now()
+        if self._sampling or now < self._next_sample:
+            return
+        self._sampling, self._next_sample = True, now + self.sample_seconds
+        try:
+            beat = now - self._last_beat >= HEARTBEAT_SECONDS / 4
+            if beat:
+                self._last_beat = now
+            stats = await self._record(heartbeat=beat)
             if stats is not None:
                 self._emit(self._sampled(stats))
-            await self.clock.sleep(self.sample_seconds)
+        finally:
+            self._sampling = False
 
-    async def _record(self, *, leaving: bool = False) -> FleetStats | None:
+    async def _sleep_until(self, deadline: float, *, sample: bool = True) -> None:
+        """Sleep until ``deadline`` on the clock; a long wait (a pause) is cut in
+        steps so the fleet stays sampled and this run's heartbeat alive."""
+        while True:
+            if sample:
+                await self._maybe_sample()
+            remaining = deadline - self.clock.now()
+            if remaining <= _LONG_WAIT_SECONDS:
+                await self.clock.sleep(remaining)
+                return
+            await self.clock.sleep(_LONG_WAIT_SECONDS)
+
+    async def _record(self, *, heartbeat: bool = True, leaving: bool = False) -> FleetStats | None:
         """Flush the counts and refresh (or drop) the heartbeat; never fails the batch."""
         record = functools.partial(self.gate.record, self.provider.gate_key, self._counts.take(),
-                                   worker=self.worker_id, leaving=leaving)
+                                   worker=self.worker_id if heartbeat or leaving else None,
+                                   leaving=leaving)
         try:
             return await self._call(self.gate.blocking, record)
         except GeotoolkitError as exc:

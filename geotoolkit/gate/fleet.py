@@ -1,4 +1,5 @@
-"""Pure fleet-state steps shared by the host-clock gates (memory, SQLite).
+"""Pure fleet-state steps shared by the host-clock gates (memory, SQLite), and the
+client-side helpers every gate user needs (``Counts``, ``ClockSync``).
 
 The Redis Lua scripts and the PostgreSQL functions implement the same steps on
 the server; the contract suite checks that every backend agrees. Stdlib only.
@@ -33,6 +34,8 @@ __all__ = [
     "CREDIT_SECONDS",
     "SLOTS",
     "WINDOW_SECONDS",
+    "ClockSync",
+    "Counts",
     "Fleet",
     "cap_reached",
     "pause_step",
@@ -189,3 +192,54 @@ def cap_reached(cap: Cap, usage: Usage) -> QuotaExceededError:
     return QuotaExceededError(
         f"the {word} cap of {cap.limit} requests on this key is reached ({usage.used} sent in "
         f"{usage.period} UTC); it resets at {reset}")
+
+
+# -- client side --------------------------------------------------------------------------
+
+
+@dataclass
+class Counts:
+    """What a run saw since its last report to the gate (flushed with its next gate call)."""
+
+    requests: int = 0
+    successes: int = 0
+    throttled: int = 0
+
+    def take(self) -> Report:
+        """The report to send, resetting the counts."""
+        report = Report(self.requests, self.successes, self.throttled)
+        self.requests = self.successes = self.throttled = 0
+        return report
+
+
+class ClockSync:
+    """The store's clock minus ours, from the fastest recent round trips (as NTP does).
+
+    A reply stamped ``server`` by the store between our ``start`` and ``end`` bounds
+    the offset to ``server - (start + end) / 2 +- rtt / 2``; the estimate is the
+    value in those bounds closest to zero, from the fastest round trip (older ones
+    count slowly less): exactly 0 when the store shares our clock, whatever the
+    latency.
+
+    >>> sync = ClockSync()
+    >>> sync.update(start=10.0, end=10.2, server=10.15)   # same clock, slow reply
+    >>> sync.offset, sync.local(12.0)
+    (0.0, 12.0)
+    >>> sync.update(start=20.0, end=20.002, server=25.001)  # a store 5 s ahead
+    >>> round(sync.offset, 3)    # known to within the round trip's 1 ms
+    4.999
+    """
+
+    def __init__(self) -> None:
+        self.offset, self._rtt = 0.0, math.inf
+
+    def update(self, start: float, end: float, server: float) -> None:
+        rtt = max(0.0, end - start)
+        self._rtt *= 1.02
+        if rtt <= self._rtt:
+            centre = server - (start + end) / 2
+            self._rtt, self.offset = rtt, math.copysign(max(0.0, abs(centre) - rtt / 2), centre)
+
+    def local(self, server_time: float) -> float:
+        """A store-clock instant on our clock."""
+        return server_time - self.offset

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -62,7 +63,11 @@ class SQLiteGate:
 
     Every process and notebook kernel on the machine that opens the same file
     shares one pace. Times are on the host clock (the file is single-host; it
-    must live on a local filesystem, not NFS).
+    must live on a local filesystem, not NFS). Writes go through one connection,
+    retrying a busy lock every few hundred microseconds (SQLite's own busy
+    handler sleeps in steps of up to 100 ms: a fleet starting at once would queue
+    for seconds); reads go through a second one, so checking a pause never waits
+    behind this process's own writes (WAL readers do not block).
     """
 
     backend = "sqlite"
@@ -73,14 +78,18 @@ class SQLiteGate:
         self.path = Path(path) if path is not None else default_gate_path()
         self._clock = clock or SystemClock()
         self.aimd = aimd or Aimd()
+        self._timeout = timeout_seconds
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=timeout_seconds,
-                                       isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db = sqlite3.connect(self.path, timeout=0.0, isolation_level=None,
+                                       check_same_thread=False)
+            self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
+            self._retry(lambda: self._db.execute("PRAGMA synchronous=NORMAL"))
             self._transaction(self._create_schema)
+            self._reader = sqlite3.connect(self.path, timeout=timeout_seconds,
+                                           isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise GateError(f"cannot open the SQLite gate at {self.path}: {exc}",
                             backend="sqlite") from exc
@@ -93,16 +102,32 @@ class SQLiteGate:
         if "fleet" not in columns:
             db.execute(_FLEET_COLUMN)
 
+    def _retry(self, step: Callable[[], T]) -> T:
+        """Run ``step``, retrying while another connection holds the lock."""
+        deadline, delay = time.monotonic() + self._timeout, 0.0002
+        while True:
+            try:
+                return step()
+            except sqlite3.OperationalError as exc:
+                # The primary code: extended ones (SQLITE_BUSY_RECOVERY while another
+                # connection recovers the WAL, ...) are busy too.
+                code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+                busy = code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+                if not busy or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay)  # a lock wait on the host, not a pacing wait
+            delay = min(delay * 1.5, 0.002)
+
     def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
             try:
-                self._db.execute("BEGIN IMMEDIATE")
+                self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"))
                 try:
                     result = body(self._db)
                 except BaseException:
                     self._db.execute("ROLLBACK")
                     raise
-                self._db.execute("COMMIT")
+                self._retry(lambda: self._db.execute("COMMIT"))
                 return result
             except sqlite3.Error as exc:
                 raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
@@ -178,15 +203,17 @@ class SQLiteGate:
         return self._transaction(body)
 
     def state(self, key: str) -> GateState:
-        with self._lock:
-            try:
-                tat, until, fleet = self._read(self._db, key)
-            except sqlite3.Error as exc:
-                raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
+        def body(db: sqlite3.Connection) -> GateState:
+            tat, until, fleet = self._read(db, key)
             return GateState(now=self._clock.now(), tat=tat, pause_until=until, epoch=fleet.epoch)
+
+        return self._read_only(body)
 
     def record(self, key: str, report: Report, *, worker: str | None = None,
                leaving: bool = False) -> FleetStats:
+        if not report and worker is None:
+            return self.stats(key)  # nothing to write
+
         def body(db: sqlite3.Connection) -> FleetStats:
             now = self._clock.now()
             tat, until, fleet = self._read(db, key)
@@ -219,15 +246,16 @@ class SQLiteGate:
         return self._read_only(lambda db: self._usage_at(db, key, period, self._clock.now()))
 
     def _read_only(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
+        with self._read_lock:
             try:
-                return body(self._db)
+                return body(self._reader)
             except sqlite3.Error as exc:
                 raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
             self._db.close()
+            self._reader.close()
 
     def __repr__(self) -> str:
         return f"SQLiteGate({str(self.path)!r})"

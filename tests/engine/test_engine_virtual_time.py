@@ -147,7 +147,10 @@ def test_pause_is_published_before_sleeping() -> None:
 
     run(make_engine(clock, Recorder(clock, respond), gate=LoggingGate(clock=clock), concurrency=1,
                     backoff=Backoff(jitter=0.0, initial_seconds=0.1)), queries(1))
-    assert order.index("pause 10") < order.index("sleep 10")
+    paused = order.index("pause 10")
+    sleeps = [i for i, entry in enumerate(order) if entry.startswith("sleep")]
+    assert sleeps and paused < sleeps[0]  # published, then slept (in steps)
+    assert sum(float(order[i].split()[1]) for i in sleeps) == pytest.approx(10.0)
 
 
 def test_no_match_is_not_retried() -> None:

@@ -375,3 +375,31 @@ def test_the_postgres_calendar_agrees_with_python(postgres_dsn: str) -> None:
                                    (at, kind)).fetchone()
                 assert row is not None
                 assert (row[0], float(row[1])) == period_of(at, kind), (at, kind)  # type: ignore[arg-type]
+
+
+def test_many_instances_open_a_fresh_sqlite_file_at_once(tmp_path: Path) -> None:
+    """Opening a new WAL file together hits SQLITE_BUSY_RECOVERY: it must be waited out."""
+    errors: list[BaseException] = []
+
+    def work(path: Path, barrier: threading.Barrier) -> None:
+        try:
+            barrier.wait()
+            gate = SQLiteGate(path)
+            try:
+                for _ in range(20):
+                    gate.reserve(gate_key("api.example.com"), 0.0, report=Report(1, 1, 0))
+                    gate.record(gate_key("api.example.com"), Report(), worker="w")
+            finally:
+                gate.close()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    for trial in range(10):
+        barrier = threading.Barrier(8)
+        threads = [threading.Thread(target=work, args=(tmp_path / f"gate-{trial}.sqlite", barrier))
+                   for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
