@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -164,6 +165,10 @@ async def warm_up(inner: httpx.AsyncBaseTransport, sim_url: str, gate: Any, key:
 
     await asyncio.gather(*(status() for _ in range(concurrency)))
     await asyncio.gather(*(asyncio.to_thread(gate.state, key) for _ in range(concurrency + 1)))
+    # A fresh fork's first full collection walks every object the imports made (pandas,
+    # shapely, ...): ~50 ms of CPU each, 16 at once on 2 cores. A long-running worker
+    # has had it; without this it lands on the fleet's first seconds.
+    gc.collect()
 
 
 def worker_main(args: WorkerArgs, ready: Any, go: Any, results: Any) -> None:

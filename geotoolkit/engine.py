@@ -46,6 +46,12 @@ log = logging.getLogger("geotoolkit.engine")
 _LONG_WAIT_SECONDS = HEARTBEAT_SECONDS / 4
 #: A wait for a slot shorter than this is not used to sample the fleet.
 _SAMPLE_MARGIN_SECONDS = 0.1
+#: The pause check before a send starts one gate round trip early, at most this early.
+_MAX_CHECK_LEAD_SECONDS = 0.01
+#: How many recent sends the usual lateness of a run averages over.
+_LATENESS_MEMORY = 10
+#: The most a long interval adds to ``Engine.late_send_seconds``.
+_MAX_EXTRA_LATE_SECONDS = 0.01
 T = TypeVar("T")
 
 
@@ -95,8 +101,12 @@ class Engine:
     """
 
     #: A reserved slot fired this much later than usual is given up (see ``_wait_for_slot``):
-    #: half the slack the default 3 % safety margin leaves in a one-second window.
+    #: half the slack the default 3 % safety margin leaves in a one-second window...
     late_send_seconds = 0.015
+    #: ... plus this share of the interval between two sends of the fleet, up to 10 ms more.
+    #: Giving up a slot costs one interval; the longer it is, the more lateness is worth
+    #: the risk of a 429 (which costs a pause of the whole fleet).
+    late_send_interval_share = 0.05
 
     def __init__(
         self,
@@ -139,7 +149,11 @@ class Engine:
         #: This run's id on the gate (random, new for every run).
         self.worker_id = ""
         self._counts = Counts()
-        self._lateness = 0.0  # moving average of how late after its slots this run sends
+        # How late after its slots this run usually sends: the mean of its sends so far
+        # and a prior of 0 (strict at the start, when a fleet starting together is late),
+        # then a moving average over the last ``_LATENESS_MEMORY``.
+        self._lateness, self._sends_timed = 0.0, 0
+        self._gate_rtt: float | None = None  # moving average of a gate call's round trip
         self._sync = ClockSync()
         self._sampling = False
         self._next_sample = self._last_beat = -math.inf
@@ -292,11 +306,13 @@ class Engine:
         The slot is on the store's clock: it is converted to ours (``ClockSync``),
         so a slow reply does not make the send late. After waiting, the reservation
         stands only if no pause was published meanwhile (a pause cancels every
-        outstanding reservation: same epoch), and if this run is not unusually late
-        for it: a slot fired ``late_send_seconds`` later than this run's usual
-        lateness (a stalled process, a slow gate call) would land next to the
-        following slots and break the fleet's spacing, so it is given up, once per
-        request, and a new one reserved.
+        outstanding reservation: same epoch). That check starts one usual gate
+        round trip before the slot, so the send is not late by the round trip (and
+        it still never goes before its slot). A slot fired later than this run's
+        usual lateness by more than ``late_send_seconds`` (plus a share of the
+        interval, see ``late_send_interval_share``) would land next to the
+        following slots and break the fleet's spacing (a stalled process, a slow
+        gate call), so it is given up, once per request, and a new one reserved.
         """
         given_up = False
         while True:
@@ -308,23 +324,37 @@ class Engine:
             self._check_budget(slot.wait)
             deadline = self._sync.local(slot.now + slot.wait)
             # Sample only when there is time for it: never between a slot and its send.
-            await self._sleep_until(deadline, sample=slot.wait > _SAMPLE_MARGIN_SECONDS)
+            await self._sleep_until(deadline - min(self._gate_rtt or 0.0, _MAX_CHECK_LEAD_SECONDS),
+                                    sample=slot.wait > _SAMPLE_MARGIN_SECONDS)
             if not slot.reserved:
                 continue  # nothing was reserved: ask again
             state = await self._timed(self._state)
+            now = self.clock.now()
             if state.pause_remaining > 0 or state.epoch != slot.epoch:
                 continue
-            late = self.clock.now() - deadline
-            usual, self._lateness = self._lateness, 0.9 * self._lateness + 0.1 * max(0.0, late)
-            if given_up or late <= usual + self.late_send_seconds:
+            if now < deadline:
+                await self.clock.sleep(deadline - now)
+            late = max(0.0, self.clock.now() - deadline)
+            usual = self._lateness
+            self._sends_timed = min(self._sends_timed + 1, _LATENESS_MEMORY)
+            self._lateness += (late - usual) / (self._sends_timed + 1)
+            if given_up or late <= usual + self._late_tolerance:
                 return
             given_up = True
+
+    @property
+    def _late_tolerance(self) -> float:
+        extra = min(_MAX_EXTRA_LATE_SECONDS, self.late_send_interval_share * self.rate.interval)
+        return self.late_send_seconds + extra
 
     async def _timed(self, call: Callable[[], Awaitable[R]]) -> R:
         """A gate call whose reply (``.now``: the store's clock) also syncs the clocks."""
         start = self.clock.now()
         reply = await call()
-        self._sync.update(start, self.clock.now(), reply.now)
+        end = self.clock.now()
+        self._sync.update(start, end, reply.now)
+        rtt = max(0.0, end - start)
+        self._gate_rtt = rtt if self._gate_rtt is None else 0.8 * self._gate_rtt + 0.2 * rtt
         return reply
 
     async def _state(self) -> GateState:

@@ -279,3 +279,71 @@ def test_a_slot_woken_up_late_is_given_up_not_fired() -> None:
     assert all(abs(t - round(t)) < 1e-6 for t in sent), sent
     assert sent == [0.0, 1.0, 3.0, 4.0, 5.0]  # the stale slot 2 was given up
     assert clock.sleeps == 5
+
+
+class StallingClock(FakeClock):
+    """Wakes ``stall`` seconds late from its ``stall_at``-th non-zero sleep (a GC pause)."""
+
+    def __init__(self, stall_at: int, stall: float) -> None:
+        super().__init__(start=0.0)
+        self.stall_at, self.stall, self.sleeps = stall_at, stall, 0
+
+    async def sleep(self, seconds: float) -> None:
+        await super().sleep(seconds)
+        if seconds > 0:
+            self.sleeps += 1
+            if self.sleeps == self.stall_at:
+                self.advance(self.stall)
+
+
+@pytest.mark.parametrize(("rate", "fired"), [(1.0, True), (50.0, False)])
+def test_how_late_a_slot_may_fire_grows_with_the_interval(rate: float, fired: bool) -> None:
+    """18 ms late: fired at 1 req/s (a give-up would cost a whole second), given up at 50/s."""
+    clock = StallingClock(stall_at=2, stall=0.018)
+    sent: list[float] = []
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        sent.append(clock.now())
+        return httpx.Response(200, json=MATCH)
+
+    run = engine(clock, respond, MemoryGate(clock=clock), concurrency=1,
+                 rate=RatePolicy(rate=rate, safety_margin=0.0), sample_seconds=1000.0)
+    assert run._late_tolerance == pytest.approx(0.015 + min(0.01, 0.05 / rate))
+    asyncio.run(run.run(queries(4)))
+    interval = 1.0 / rate
+    if fired:
+        expected = [0.0, interval, 2 * interval + 0.018, 3 * interval]
+    else:  # slot 2 stays empty: the next free slot is 3
+        expected = [0.0, interval, 3 * interval, 4 * interval]
+    assert sent == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_pause_check_overlaps_the_wait_and_the_send_keeps_its_slot() -> None:
+    """The check before a send starts one gate round trip early, so the send is on time
+    (not late by the round trip), and never before its slot."""
+    clock = FakeClock(start=0.0)
+    rtt = 0.004
+    checks: list[float] = []
+
+    class SlowGate(MemoryGate):
+        def reserve(self, *args: Any, **kwargs: Any) -> Any:
+            clock.advance(rtt)  # the reply is stamped when it leaves the store
+            return super().reserve(*args, **kwargs)
+
+        def state(self, key: str) -> Any:
+            checks.append(clock.now())
+            clock.advance(rtt)
+            return super().state(key)
+
+    sent: list[float] = []
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        sent.append(clock.now())
+        return httpx.Response(200, json=MATCH)
+
+    asyncio.run(engine(clock, respond, SlowGate(clock=clock), concurrency=1,
+                       rate=RatePolicy(rate=1.0, safety_margin=0.0),
+                       sample_seconds=1000.0).run(queries(4)))
+    first = sent[0]  # sent without waiting: its slot was free when reserved
+    assert sent == pytest.approx([first + i for i in range(4)], abs=1e-9)
+    assert checks == pytest.approx([first + i - rtt for i in range(1, 4)], abs=1e-9)
