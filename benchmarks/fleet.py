@@ -295,7 +295,7 @@ def row(run: Run) -> str:
     allowed = "-" if run.min_allowed is None else f"{run.min_allowed:.1f}"
     pause = f"{run.in_pause} ({run.arrived_in_pause})"
     return (f"{run.gate:9} {run.rate:>4g} {run.configured:>5g} {run.n:>5} {run.k:>3} "
-            f"{run.utilisation:>6.3f} {run.per_success_429:>7.4f} {run.sent:>5} {run.lost:>4} "
+            f"{run.utilisation:>6.4f} {run.per_success_429:>7.4f} {run.sent:>5} {run.lost:>4} "
             f"{run.failed:>4} {pause:>18} {run.unused_slots:>6} {allowed:>11} {run.workers_seen:>4} "
             f"{run.span_seconds:>6.1f}")
 
