@@ -33,3 +33,13 @@ def test_readme_commands_are_the_ones_ci_runs() -> None:
     assert "python3 -m geotoolkit demo notebooks/data/addresses.csv -o addresses.gpkg" in readme
     assert "pytest" in (ROOT / ".ci" / "run").read_text()
     assert (ROOT / "notebooks" / "data" / "addresses.csv").is_file()
+
+
+def test_the_api_reference_is_up_to_date() -> None:
+    """docs/api.md is generated from the docstrings: regenerate it when they change."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ROOT / "docs" / "gen_api.py"), "--check"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"run `python docs/gen_api.py`:\n{done.stdout}{done.stderr}"
