@@ -179,8 +179,10 @@ def worker_main(args: WorkerArgs, ready: Any, go: Any, results: Any) -> None:
     gate = CountingGate(open_gate(args.gate_url))
     try:
         provider = Nominatim(args.sim_url, user_agent=UA, api_key=args.api_key)
+        # Keep the warm-up's connections until the start line (httpx closes idle ones
+        # after 5 s by default, and 16 workers can take longer than that to get ready).
         limits = httpx.Limits(max_connections=args.concurrency,
-                              max_keepalive_connections=args.concurrency)
+                              max_keepalive_connections=args.concurrency, keepalive_expiry=60.0)
         inner = httpx.AsyncHTTPTransport(limits=limits)
         engine = Engine(provider, gate=gate, rate=RatePolicy(rate=args.rate),
                         concurrency=args.concurrency, transport=TimedTransport(inner, result.sends),

@@ -307,8 +307,9 @@ class Engine:
         so a slow reply does not make the send late. After waiting, the reservation
         stands only if no pause was published meanwhile (a pause cancels every
         outstanding reservation: same epoch). That check starts one usual gate
-        round trip before the slot, so the send is not late by the round trip (and
-        it still never goes before its slot). A slot fired later than this run's
+        round trip before the slot, so the send is not late by the round trip; a
+        check back before the slot is repeated at the slot, so a send always follows
+        its check at once and never goes before its slot. A slot fired later than this run's
         usual lateness by more than ``late_send_seconds`` (plus a share of the
         interval, see ``late_send_interval_share``) would land next to the
         following slots and break the fleet's spacing (a stalled process, a slow
@@ -329,12 +330,12 @@ class Engine:
             if not slot.reserved:
                 continue  # nothing was reserved: ask again
             state = await self._timed(self._state)
-            now = self.clock.now()
+            if self.clock.now() < deadline:  # back before the slot: check again at it, so
+                await self.clock.sleep(deadline - self.clock.now())  # the send follows a check
+                state = await self._timed(self._state)  # at once (a pause may come meanwhile)
             if state.pause_remaining > 0 or state.epoch != slot.epoch:
                 continue
-            if now < deadline:
-                await self.clock.sleep(deadline - now)
-            late = max(0.0, self.clock.now() - deadline)
+            late = self.clock.now() - deadline
             usual = self._lateness
             self._sends_timed = min(self._sends_timed + 1, _LATENESS_MEMORY)
             self._lateness += (late - usual) / (self._sends_timed + 1)

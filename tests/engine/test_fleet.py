@@ -347,3 +347,34 @@ def test_the_pause_check_overlaps_the_wait_and_the_send_keeps_its_slot() -> None
     first = sent[0]  # sent without waiting: its slot was free when reserved
     assert sent == pytest.approx([first + i for i in range(4)], abs=1e-9)
     assert checks == pytest.approx([first + i - rtt for i in range(1, 4)], abs=1e-9)
+
+
+def test_a_check_back_before_the_slot_is_repeated_at_the_slot() -> None:
+    """A send always follows a pause check at once: never a check, a wait, then a send."""
+    clock = FakeClock(start=0.0)
+    checks: list[float] = []
+
+    class SlowReserveGate(MemoryGate):  # slow reservations, instant checks
+        def reserve(self, *args: Any, **kwargs: Any) -> Any:
+            clock.advance(0.008)
+            return super().reserve(*args, **kwargs)
+
+        def state(self, key: str) -> Any:
+            checks.append(clock.now())
+            return super().state(key)
+
+    sent: list[float] = []
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        sent.append(clock.now())
+        return httpx.Response(200, json=MATCH)
+
+    asyncio.run(engine(clock, respond, SlowReserveGate(clock=clock), concurrency=1,
+                       rate=RatePolicy(rate=1.0, safety_margin=0.0),
+                       sample_seconds=1000.0).run(queries(3)))
+    first = sent[0]
+    assert sent == pytest.approx([first, first + 1, first + 2], abs=1e-9)
+    # Each waited slot: one check started early (it came back early), one at the slot.
+    assert len(checks) == 4
+    assert checks[1::2] == pytest.approx(sent[1:], abs=1e-9)
+    assert all(early < at for early, at in zip(checks[0::2], checks[1::2], strict=True))
