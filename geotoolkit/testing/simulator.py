@@ -237,6 +237,8 @@ class ProviderSimulator:
         max_log_entries: int | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)  # notified on every logged request
+        self._received = 0  # requests logged since start or the last reset()
         self._config = _Config(
             rate_limit=rate_limit,
             window_seconds=window_seconds,
@@ -404,6 +406,16 @@ class ProviderSimulator:
         with self._lock:
             return list(self._log)
 
+    def wait_for_requests(self, count: int, timeout: float) -> bool:
+        """Block until ``count`` requests have arrived (since start or the last
+        ``reset()``), or ``timeout`` seconds passed; ``True`` when they have.
+
+        For a test driving a batch from outside (kill it, stop a store) once it
+        got going, without polling.
+        """
+        with self._arrived:
+            return self._arrived.wait_for(lambda: self._received >= count, timeout)
+
     def requests_for(self, key: str | None) -> list[SimulatedRequest]:
         """The logged requests sent with API key ``key`` (``None``: sent without a key)."""
         return [r for r in self.requests if r.key == key]
@@ -428,6 +440,7 @@ class ProviderSimulator:
         """Clear the log, the rate windows, daily counts and token counters; reseed."""
         with self._lock:
             self._log.clear()
+            self._received = 0
             self._window.clear()
             self._successes.clear()
             self._query_counts.clear()
@@ -453,6 +466,8 @@ class ProviderSimulator:
                 reply = _error(500, f"simulator error: {type(exc).__name__}: {exc}")
             status = RESET_STATUS if reply.reset else reply.status
             self._log.append(SimulatedRequest(now, key, path, params, query, status))
+            self._received += 1
+            self._arrived.notify_all()
         if reply.answer is not None:  # render the JSON outside the lock
             reply = _Reply(200, reply.answer.render(), hang_seconds=reply.hang_seconds)
         return now, reply, cfg.latency_seconds + reply.hang_seconds

@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -83,12 +82,10 @@ print("finished")
 
 
 def _kill_when_logged(proc: subprocess.Popen[str], sim: ProviderSimulator, count: int) -> None:
-    """Poll the simulator's log (bounded) and SIGKILL the child once ``count`` requests arrived."""
-    deadline = time.monotonic() + 120.0
-    while len(sim.requests) < count:
-        assert proc.poll() is None, f"the child ended early: {proc.communicate()}"
-        assert time.monotonic() < deadline, "the child sent too few requests in time"
-        time.sleep(0.01)  # a poll interval, not a wait for behaviour
+    """SIGKILL the child once the simulator has logged ``count`` of its requests."""
+    arrived = sim.wait_for_requests(count, timeout=120.0)
+    assert proc.poll() is None, f"the child ended early: {proc.communicate()}"
+    assert arrived, "the child sent too few requests in time"
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate()  # reap it and close the pipes
 

@@ -13,7 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
-import time
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -179,27 +179,31 @@ class RedisServer:
                 "--appendonly",
                 "no",
             ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
         )
         self.wait_until_up()
 
     def wait_until_up(self, timeout: float = 10.0) -> None:
+        """Wait for the server's own "Ready to accept connections" line, then ping it once."""
         import redis
 
-        client = redis.Redis.from_url(self.url, socket_connect_timeout=0.5, socket_timeout=0.5)
-        deadline = time.monotonic() + timeout
+        assert self.proc is not None and self.proc.stdout is not None
+        ready, output = threading.Event(), self.proc.stdout
+
+        def drain() -> None:  # read the log to the end, so the server never blocks on it
+            with output:
+                for line in output:
+                    if b"Ready to accept connections" in line:
+                        ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        if not ready.wait(timeout):
+            raise TimeoutError(f"redis-server on port {self.port} did not get ready "
+                               f"(exit code {self.proc.poll()})")
+        client = redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=2)
         try:
-            while True:
-                try:
-                    if client.ping():
-                        return
-                except redis.RedisError:
-                    pass
-                assert self.proc is not None and self.proc.poll() is None, "redis-server died"
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"redis-server on port {self.port} did not answer")
-                time.sleep(0.01)
+            assert client.ping()
         finally:
             client.close()
 

@@ -182,24 +182,22 @@ def test_threads_share_one_instance(store: Any, host: str) -> None:
 
 _WORKER = textwrap.dedent(
     """
-    import json, os, sys, time, types
+    import json, os, sys, types
 
     # Only the gate modules are needed: skip the package __init__ (pandas & co., seconds).
     package = types.ModuleType("geotoolkit")
-    package.__path__ = [os.path.join(sys.argv[7], "geotoolkit")]
+    package.__path__ = [os.path.join(sys.argv[5], "geotoolkit")]
     sys.modules["geotoolkit"] = package
     from geotoolkit.gate import open_gate
 
-    url, key, n, interval, barrier, parties = sys.argv[1:7]
-    n, interval, parties = int(n), float(interval), int(parties)
+    url, key, n, interval = sys.argv[1:5]
+    n, interval = int(n), float(interval)
 
     gate = open_gate(url, fallback=False)
     try:
         gate.state(key)  # connect before the start line
-        open(os.path.join(barrier, str(os.getpid())), "w").close()
-        deadline = time.monotonic() + 60
-        while len(os.listdir(barrier)) < parties and time.monotonic() < deadline:
-            time.sleep(0.001)
+        print("ready", flush=True)
+        sys.stdin.readline()  # the start line: the parent answers once every worker is ready
         slots = []
         for _ in range(n):
             r = gate.reserve(key, interval, 60.0)  # r.now: the gate's clock at the reservation
@@ -211,21 +209,20 @@ _WORKER = textwrap.dedent(
 )
 
 
-def test_slots_are_spaced_across_processes(store: Any, host: str, tmp_path: Path) -> None:
+def test_slots_are_spaced_across_processes(store: Any, host: str) -> None:
     if store.url is None:
         pytest.skip(f"the {store.name} gate lives in one process")
     store.open().state(gate_key(host))  # create the store (file, schema) up front
     key, interval, parties, n = gate_key(host), 0.05, 4, 10
-    barrier = tmp_path / "barrier"
-    barrier.mkdir()
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
     }
-    args = [store.url, key, str(n), str(interval), str(barrier), str(parties), str(REPO_ROOT)]
+    args = [store.url, key, str(n), str(interval), str(REPO_ROOT)]
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _WORKER, *args],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -233,6 +230,12 @@ def test_slots_are_spaced_across_processes(store: Any, host: str, tmp_path: Path
         )
         for _ in range(parties)
     ]
+    for proc in procs:  # every worker connected ...
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n", proc.communicate()
+    for proc in procs:  # ... then all go at once
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
     slots: list[float] = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)

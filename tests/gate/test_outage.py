@@ -8,7 +8,7 @@ while the batch is under way and to restart it once the fleet paces locally.
 
 from __future__ import annotations
 
-import time
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -29,13 +29,23 @@ from geotoolkit.testing import ProviderSimulator
 UA = "geotoolkit-tests/1.0 (tests@example.org)"
 
 
-def until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Poll ``condition`` (bounded); fail with ``what`` if it never holds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.005)
+class Events(list[Event]):
+    """The engine's progress sink: collects events and wakes ``until`` on each one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived = threading.Condition()
+
+    def __call__(self, event: Event) -> None:
+        with self.arrived:
+            self.append(event)
+            self.arrived.notify_all()
+
+    def until(self, condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+        """Wait (bounded) for ``condition``, re-checked at every event of the running batch."""
+        with self.arrived:
+            if not self.arrived.wait_for(condition, timeout):
+                pytest.fail(f"timed out waiting for {what}")
 
 
 @pytest.mark.redis
@@ -46,22 +56,22 @@ def test_a_batch_survives_a_redis_outage_and_returns_to_the_shared_gate(
     gate = open_gate(redis_server.url)
     assert isinstance(gate, FallbackGate)
     gate.retry_seconds = 0.2  # probe the store often: the test stays short
-    events: list[Event] = []
+    events = Events()
     with ProviderSimulator() as sim, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         provider = Nominatim(sim.url, user_agent=UA)
         engine = Engine(provider, gate=gate, rate=RatePolicy(rate=100.0), concurrency=4,
-                        progress=events.append)
+                        progress=events)
         items: list[Query | str] = [Query(text=f"Landstrasse {i}, 9490 Vaduz") for i in range(300)]
         run = BackgroundRun(lambda: engine.run(items))
         try:
-            until(lambda: len(sim.requests) >= 30, "the batch to get going")
+            assert sim.wait_for_requests(30, timeout=30), "the batch did not get going"
             redis_server.stop()
-            until(lambda: isinstance(gate, FallbackGate) and gate.degraded, "the fallback")
+            events.until(lambda: isinstance(gate, FallbackGate) and gate.degraded, "the fallback")
             during = len(sim.requests)
-            until(lambda: len(sim.requests) >= during + 20, "progress while degraded")
+            assert sim.wait_for_requests(during + 20, timeout=30), "no progress while degraded"
             redis_server.start()
-            until(lambda: not gate.degraded, "the shared gate to be back")
+            events.until(lambda: not gate.degraded, "the shared gate to be back")
             outcomes = run.result(timeout=120)
         finally:
             run.cancel()
