@@ -250,37 +250,6 @@ def test_bad_fleet_settings_are_configuration_errors(kwargs: dict[str, Any]) -> 
         engine(clock, LimitedProvider(clock, 1), MemoryGate(clock=clock), **kwargs)
 
 
-def test_a_slot_woken_up_late_is_given_up_not_fired() -> None:
-    """A stalled worker must not fire a stale slot next to the following ones."""
-
-    class StallingClock(FakeClock):
-        stall_at = 2  # the 2nd wait for a slot wakes 80 ms late (a GC pause, a busy CPU)
-        sleeps = 0
-
-        async def sleep(self, seconds: float) -> None:
-            await super().sleep(seconds)
-            if seconds > 0:
-                self.sleeps += 1
-                if self.sleeps == self.stall_at:
-                    self.advance(0.08)
-
-    clock = StallingClock(start=0.0)
-    sent: list[float] = []
-
-    def respond(request: httpx.Request) -> httpx.Response:
-        sent.append(clock.now())
-        return httpx.Response(200, json=MATCH)
-
-    asyncio.run(engine(clock, respond, MemoryGate(clock=clock), concurrency=1,
-                       rate=RatePolicy(rate=1.0, safety_margin=0.0),
-                       sample_seconds=1000.0).run(queries(5)))  # no sampler sleeps
-    assert len(sent) == 5
-    # Fired on time or not at all: every send sits on the one-second grid.
-    assert all(abs(t - round(t)) < 1e-6 for t in sent), sent
-    assert sent == [0.0, 1.0, 3.0, 4.0, 5.0]  # the stale slot 2 was given up
-    assert clock.sleeps == 5
-
-
 class StallingClock(FakeClock):
     """Wakes ``stall`` seconds late from its ``stall_at``-th non-zero sleep (a GC pause)."""
 
@@ -296,18 +265,54 @@ class StallingClock(FakeClock):
                 self.advance(self.stall)
 
 
-@pytest.mark.parametrize(("rate", "fired"), [(1.0, True), (50.0, False)])
-def test_how_late_a_slot_may_fire_grows_with_the_interval(rate: float, fired: bool) -> None:
-    """18 ms late: fired at 1 req/s (a give-up would cost a whole second), given up at 50/s."""
-    clock = StallingClock(stall_at=2, stall=0.018)
+def serial(clock: FakeClock, gate: MemoryGate, rate: float = 1.0) -> tuple[Engine, list[float]]:
+    """One query at a time, paced exactly at ``rate``; the list gets each send's instant."""
     sent: list[float] = []
 
     def respond(request: httpx.Request) -> httpx.Response:
         sent.append(clock.now())
         return httpx.Response(200, json=MATCH)
 
-    run = engine(clock, respond, MemoryGate(clock=clock), concurrency=1,
-                 rate=RatePolicy(rate=rate, safety_margin=0.0), sample_seconds=1000.0)
+    return engine(clock, respond, gate, concurrency=1, rate=RatePolicy(rate=rate, safety_margin=0.0),
+                  sample_seconds=1000.0), sent  # no sampler sleeps
+
+
+class RoundTripGate(MemoryGate):
+    """A memory gate whose reservations and checks take virtual time; logs each check."""
+
+    def __init__(self, clock: FakeClock, reserve_rtt: float, state_rtt: float) -> None:
+        super().__init__(clock=clock)
+        self.fake_clock, self.reserve_rtt, self.state_rtt = clock, reserve_rtt, state_rtt
+        self.checks: list[float] = []
+
+    def reserve(self, *args: Any, **kwargs: Any) -> Any:
+        self.fake_clock.advance(self.reserve_rtt)  # the reply is stamped when it leaves
+        return super().reserve(*args, **kwargs)
+
+    def state(self, key: str) -> Any:
+        self.checks.append(self.fake_clock.now())
+        self.fake_clock.advance(self.state_rtt)
+        return super().state(key)
+
+
+def test_a_slot_woken_up_late_is_given_up_not_fired() -> None:
+    """A stalled worker must not fire a stale slot next to the following ones."""
+
+    clock = StallingClock(stall_at=2, stall=0.08)  # the 2nd wait for a slot wakes 80 ms late
+    run, sent = serial(clock, MemoryGate(clock=clock))
+    asyncio.run(run.run(queries(5)))
+    assert len(sent) == 5
+    # Fired on time or not at all: every send sits on the one-second grid.
+    assert all(abs(t - round(t)) < 1e-6 for t in sent), sent
+    assert sent == [0.0, 1.0, 3.0, 4.0, 5.0]  # the stale slot 2 was given up
+    assert clock.sleeps == 5
+
+
+@pytest.mark.parametrize(("rate", "fired"), [(1.0, True), (50.0, False)])
+def test_how_late_a_slot_may_fire_grows_with_the_interval(rate: float, fired: bool) -> None:
+    """18 ms late: fired at 1 req/s (a give-up would cost a whole second), given up at 50/s."""
+    clock = StallingClock(stall_at=2, stall=0.018)
+    run, sent = serial(clock, MemoryGate(clock=clock), rate)
     assert run._late_tolerance == pytest.approx(0.015 + min(0.01, 0.05 / rate))
     asyncio.run(run.run(queries(4)))
     interval = 1.0 / rate
@@ -321,57 +326,22 @@ def test_how_late_a_slot_may_fire_grows_with_the_interval(rate: float, fired: bo
 def test_the_pause_check_overlaps_the_wait_and_the_send_keeps_its_slot() -> None:
     """The check before a send starts one gate round trip early, so the send is on time
     (not late by the round trip), and never before its slot."""
-    clock = FakeClock(start=0.0)
-    rtt = 0.004
-    checks: list[float] = []
-
-    class SlowGate(MemoryGate):
-        def reserve(self, *args: Any, **kwargs: Any) -> Any:
-            clock.advance(rtt)  # the reply is stamped when it leaves the store
-            return super().reserve(*args, **kwargs)
-
-        def state(self, key: str) -> Any:
-            checks.append(clock.now())
-            clock.advance(rtt)
-            return super().state(key)
-
-    sent: list[float] = []
-
-    def respond(request: httpx.Request) -> httpx.Response:
-        sent.append(clock.now())
-        return httpx.Response(200, json=MATCH)
-
-    asyncio.run(engine(clock, respond, SlowGate(clock=clock), concurrency=1,
-                       rate=RatePolicy(rate=1.0, safety_margin=0.0),
-                       sample_seconds=1000.0).run(queries(4)))
+    clock, rtt = FakeClock(start=0.0), 0.004
+    gate = RoundTripGate(clock, reserve_rtt=rtt, state_rtt=rtt)
+    run, sent = serial(clock, gate)
+    asyncio.run(run.run(queries(4)))
     first = sent[0]  # sent without waiting: its slot was free when reserved
     assert sent == pytest.approx([first + i for i in range(4)], abs=1e-9)
-    assert checks == pytest.approx([first + i - rtt for i in range(1, 4)], abs=1e-9)
+    assert gate.checks == pytest.approx([first + i - rtt for i in range(1, 4)], abs=1e-9)
 
 
 def test_a_check_back_before_the_slot_is_repeated_at_the_slot() -> None:
     """A send always follows a pause check at once: never a check, a wait, then a send."""
     clock = FakeClock(start=0.0)
-    checks: list[float] = []
-
-    class SlowReserveGate(MemoryGate):  # slow reservations, instant checks
-        def reserve(self, *args: Any, **kwargs: Any) -> Any:
-            clock.advance(0.008)
-            return super().reserve(*args, **kwargs)
-
-        def state(self, key: str) -> Any:
-            checks.append(clock.now())
-            return super().state(key)
-
-    sent: list[float] = []
-
-    def respond(request: httpx.Request) -> httpx.Response:
-        sent.append(clock.now())
-        return httpx.Response(200, json=MATCH)
-
-    asyncio.run(engine(clock, respond, SlowReserveGate(clock=clock), concurrency=1,
-                       rate=RatePolicy(rate=1.0, safety_margin=0.0),
-                       sample_seconds=1000.0).run(queries(3)))
+    gate = RoundTripGate(clock, reserve_rtt=0.008, state_rtt=0.0)  # slow reservations
+    run, sent = serial(clock, gate)
+    asyncio.run(run.run(queries(3)))
+    checks = gate.checks
     first = sent[0]
     assert sent == pytest.approx([first, first + 1, first + 2], abs=1e-9)
     # Each waited slot: one check started early (it came back early), one at the slot.
