@@ -24,7 +24,7 @@ from geotoolkit.errors import (
     RateLimitError,
 )
 from geotoolkit.gate.base import HEARTBEAT_SECONDS, Cap, FleetStats, Gate, GateState, Reservation
-from geotoolkit.gate.fleet import ClockSync, Counts
+from geotoolkit.gate.fleet import Counts, SlotTiming
 from geotoolkit.policy import Backoff, RatePolicy
 from geotoolkit.progress import (
     BatchFinished,
@@ -46,10 +46,6 @@ log = logging.getLogger("geotoolkit.engine")
 _LONG_WAIT_SECONDS = HEARTBEAT_SECONDS / 4
 #: A wait for a slot shorter than this is not used to sample the fleet.
 _SAMPLE_MARGIN_SECONDS = 0.1
-#: The pause check before a send starts one gate round trip early, at most this early.
-_MAX_CHECK_LEAD_SECONDS = 0.01
-#: How many recent sends the usual lateness of a run averages over.
-_LATENESS_MEMORY = 10
 #: The most a long interval adds to ``Engine.late_send_seconds``.
 _MAX_EXTRA_LATE_SECONDS = 0.01
 T = TypeVar("T")
@@ -149,12 +145,7 @@ class Engine:
         #: This run's id on the gate (random, new for every run).
         self.worker_id = ""
         self._counts = Counts()
-        # How late after its slots this run usually sends: the mean of its sends so far
-        # and a prior of 0 (strict at the start, when a fleet starting together is late),
-        # then a moving average over the last ``_LATENESS_MEMORY``.
-        self._lateness, self._sends_timed = 0.0, 0
-        self._gate_rtt: float | None = None  # moving average of a gate call's round trip
-        self._sync = ClockSync()
+        self._timing = SlotTiming()  # the store's clock, the usual round trip and lateness
         self._sampling = False
         self._next_sample = self._last_beat = -math.inf
         self._error: BaseException | None = None
@@ -303,17 +294,18 @@ class Engine:
     async def _wait_for_slot(self) -> None:
         """Reserve a send slot on the gate and wait for it.
 
-        The slot is on the store's clock: it is converted to ours (``ClockSync``),
+        The slot is on the store's clock: it is converted to ours (``SlotTiming``),
         so a slow reply does not make the send late. After waiting, the reservation
         stands only if no pause was published meanwhile (a pause cancels every
         outstanding reservation: same epoch). That check starts one usual gate
         round trip before the slot, so the send is not late by the round trip; a
-        check back before the slot is repeated at the slot, so a send always follows
-        its check at once and never goes before its slot. A slot fired later than this run's
-        usual lateness by more than ``late_send_seconds`` (plus a share of the
-        interval, see ``late_send_interval_share``) would land next to the
-        following slots and break the fleet's spacing (a stalled process, a slow
-        gate call), so it is given up, once per request, and a new one reserved.
+        check back before the slot is repeated at the slot, so a send always
+        follows its check at once and never goes before its slot. A slot fired
+        later than this run's usual lateness by more than ``late_send_seconds``
+        (plus a share of the interval, see ``late_send_interval_share``) would
+        land next to the following slots and break the fleet's spacing (a stalled
+        process, a slow gate call), so it is given up, once per request, and a
+        new one reserved.
         """
         given_up = False
         while True:
@@ -323,9 +315,9 @@ class Engine:
             if slot.wait <= 0:
                 return
             self._check_budget(slot.wait)
-            deadline = self._sync.local(slot.now + slot.wait)
+            deadline = self._timing.local(slot.now + slot.wait)
             # Sample only when there is time for it: never between a slot and its send.
-            await self._sleep_until(deadline - min(self._gate_rtt or 0.0, _MAX_CHECK_LEAD_SECONDS),
+            await self._sleep_until(deadline - self._timing.lead,
                                     sample=slot.wait > _SAMPLE_MARGIN_SECONDS)
             if not slot.reserved:
                 continue  # nothing was reserved: ask again
@@ -335,11 +327,8 @@ class Engine:
                 state = await self._timed(self._state)  # at once (a pause may come meanwhile)
             if state.pause_remaining > 0 or state.epoch != slot.epoch:
                 continue
-            late = self.clock.now() - deadline
-            usual = self._lateness
-            self._sends_timed = min(self._sends_timed + 1, _LATENESS_MEMORY)
-            self._lateness += (late - usual) / (self._sends_timed + 1)
-            if given_up or late <= usual + self._late_tolerance:
+            on_time = self._timing.on_time(self.clock.now() - deadline, self._late_tolerance)
+            if given_up or on_time:
                 return
             given_up = True
 
@@ -349,13 +338,10 @@ class Engine:
         return self.late_send_seconds + extra
 
     async def _timed(self, call: Callable[[], Awaitable[R]]) -> R:
-        """A gate call whose reply (``.now``: the store's clock) also syncs the clocks."""
+        """A gate call whose reply (``.now``: the store's clock) also times the next sends."""
         start = self.clock.now()
         reply = await call()
-        end = self.clock.now()
-        self._sync.update(start, end, reply.now)
-        rtt = max(0.0, end - start)
-        self._gate_rtt = rtt if self._gate_rtt is None else 0.8 * self._gate_rtt + 0.2 * rtt
+        self._timing.observe(start, self.clock.now(), reply.now)
         return reply
 
     async def _state(self) -> GateState:
