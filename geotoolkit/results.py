@@ -12,11 +12,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 __all__ = [
+    "PRECISIONS",
     "STRUCTURED_FIELDS",
     "Failure",
     "Match",
     "NoMatch",
     "Outcome",
+    "Place",
+    "Precision",
     "Query",
     "normalise_address",
     "query_from_value",
@@ -106,9 +109,46 @@ def query_from_value(value: object) -> Query | str:
     return Query(text=value.strip())
 
 
+#: How precise a match is, the same words for every provider, finest first:
+#: ``address`` (a building, a house number, or a place at one), ``interpolated`` (an
+#: address estimated along a street), ``street``, ``postcode``, ``locality`` (town,
+#: village, suburb, neighbourhood), ``region`` (county, state, province), ``country``,
+#: and ``unknown`` where the provider says nothing usable.
+PRECISIONS = ("address", "interpolated", "street", "postcode", "locality", "region", "country",
+              "unknown")
+Precision = Literal["address", "interpolated", "street", "postcode", "locality", "region",
+                    "country", "unknown"]
+
+
+@dataclass(frozen=True)
+class Place:
+    """The provider's structured answer for a match (``full_results=True`` shows it).
+
+    ``place_id`` is the provider's own id (for Nominatim-like providers also
+    ``osm_type`` and ``osm_id``); the address components; ``bbox`` is
+    ``(min_lon, min_lat, max_lon, max_lat)`` where the provider gives one.
+    """
+
+    place_id: str | None = None
+    osm_type: str | None = None
+    osm_id: int | None = None
+    housenumber: str | None = None
+    street: str | None = None
+    postcode: str | None = None
+    locality: str | None = None
+    region: str | None = None
+    country_code: str | None = None
+    bbox: tuple[float, float, float, float] | None = None
+
+
 @dataclass(frozen=True)
 class Match:
-    """A geocoded point, ``lon`` first."""
+    """A geocoded point, ``lon`` first.
+
+    ``precision`` is one of :data:`PRECISIONS`; ``score`` the provider's confidence or
+    relevance scaled to ``[0, 1]`` (``None`` when it gives none); ``place`` the
+    structured answer.
+    """
 
     lon: float
     lat: float
@@ -116,6 +156,9 @@ class Match:
     provider: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
     attempts: int = 1
+    precision: Precision = "unknown"
+    score: float | None = None
+    place: Place = field(default_factory=Place)
     status: Literal["matched"] = field(default="matched", init=False)
 
 
