@@ -6,57 +6,146 @@ import math
 import random
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from geotoolkit.errors import ConfigurationError
 
 __all__ = ["Backoff", "RatePolicy", "parse_retry_after"]
 
-_DIGITS = re.compile(r"[0-9]+")
+_MAX_SECONDS = 1e9  # about 31.7 years: every answer is clamped to [0, _MAX_SECONDS]
+_DELAY = re.compile(r"[0-9]+", re.ASCII)
 _MONTHS = {m: i for i, m in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
-_SHORT_DAYS = "mon|tue|wed|thu|fri|sat|sun"
-_LONG_DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_MONTH = "jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec"
-_TIME = r"(?P<h>\d{2}):(?P<mi>\d{2}):(?P<s>\d{2})"
-# RFC 9110 section 5.6.7: IMF-fixdate, obsolete RFC 850 and asctime forms.
-_IMF = re.compile(
-    rf"(?:{_SHORT_DAYS}), (?P<d>\d{{2}}) (?P<mo>{_MONTH}) (?P<y>\d{{4}}) {_TIME} gmt", re.I)
-_RFC850 = re.compile(
-    rf"(?:{_LONG_DAYS}), (?P<d>\d{{2}})-(?P<mo>{_MONTH})-(?P<y>\d{{2}}) {_TIME} gmt", re.I)
+_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# Minutes east of UTC. RFC 5322 section 4.3 defines the obsolete North American zones;
+# "-0000" (UTC, local zone unknown) is a numeric offset of zero.
+_ZONES = {"gmt": 0, "utc": 0, "ut": 0, "z": 0, "edt": -240, "est": -300, "cdt": -300,
+          "cst": -360, "mdt": -360, "mst": -420, "pdt": -420, "pst": -480}
+
+_WEEKDAY = "(?:(?:{}),? )?".format("|".join(_DAYS + tuple(d[:3] for d in _DAYS)))
+_MONTH = "(?P<mo>{})".format("|".join(_MONTHS))
+_TIME = r"(?P<h>[0-9]{1,2}):(?P<mi>[0-9]{2})(?::(?P<s>[0-9]{2}))?"
+_ZONE = r"(?: (?P<z>{}|[+-][0-9]{{2}}:?[0-9]{{2}}))?".format("|".join(sorted(_ZONES, key=len, reverse=True)))
+# Matched against the value with each run of spaces and tabs made one space, ASCII only,
+# any case. IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") and RFC 850
+# ("Sunday, 06-Nov-94 08:49:37 GMT") differ only in separators and year digits:
+_DAY_FIRST = re.compile(
+    rf"{_WEEKDAY}(?P<d>[0-9]{{1,2}})(?P<sep>[ -]){_MONTH}(?P=sep)(?P<y>[0-9]{{4}}|[0-9]{{2}}) {_TIME}{_ZONE}",
+    re.ASCII | re.IGNORECASE)
+# asctime ("Sun Nov  6 08:49:37 1994"), whose space-padded day the collapsing absorbs.
 _ASCTIME = re.compile(
-    rf"(?:{_SHORT_DAYS}) (?P<mo>{_MONTH}) (?P<d>\d{{2}}| \d) {_TIME} (?P<y>\d{{4}})", re.I)
+    rf"{_WEEKDAY}{_MONTH} (?P<d>[0-9]{{1,2}}) {_TIME} (?P<y>[0-9]{{4}}){_ZONE}",
+    re.ASCII | re.IGNORECASE)
+_BLANKS = re.compile(r"[ \t]+")
 
 
-def _full_year(two_digits: int, now: datetime) -> int:
-    """RFC 9110: a two-digit year more than 50 years in the future is in the past century."""
-    year = now.year - now.year % 100 + two_digits
-    return year - 100 if year > now.year + 50 else year
+def _offset(zone: str | None) -> timedelta | None:
+    """The zone's offset east of UTC; no zone is UTC; ``None`` for an impossible offset."""
+    if zone is None:
+        return timedelta(0)
+    zone = zone.lower()
+    if zone in _ZONES:
+        return timedelta(minutes=_ZONES[zone])
+    hours, minutes = int(zone[1:3]), int(zone[-2:])
+    if hours > 23 or minutes > 59:
+        return None
+    sign = -1 if zone[0] == "-" else 1
+    return sign * timedelta(hours=hours, minutes=minutes)
+
+
+def _fields(found: re.Match[str]) -> tuple[int, int, int, int, int]:
+    """Month, day, hour, minute and second of a matched date (a missing second is 0)."""
+    return (_MONTHS[found["mo"].lower()], int(found["d"]), int(found["h"]), int(found["mi"]),
+            int(found["s"] or 0))
+
+
+def _instant(found: re.Match[str], year: int, offset: timedelta) -> datetime | None:
+    """The UTC instant of the matched fields in ``year``, or ``None`` if it does not exist."""
+    month, day, hour, minute, second = _fields(found)
+    if second > 60:
+        return None
+    leap = second == 60  # 23:59:60 reads as the next second (00:00:00): never early
+    try:
+        local = datetime(year, month, day, hour, minute, second - leap, tzinfo=UTC)
+        return local - offset + timedelta(seconds=leap)
+    except (ValueError, OverflowError):  # 30 Feb, 25:00, year 0, past datetime's range
+        return None
+
+
+def _two_digit_year(found: re.Match[str], offset: timedelta, now: datetime) -> datetime | None:
+    """RFC 9110 section 5.6.7: a two-digit year is the one within 50 years of ``now``.
+
+    One that appears more than 50 years in the future is the most recent past year
+    with those digits; symmetrically, one more than 50 years past is the next century's.
+    Both are compared on the wall clock of the date's own zone.
+    """
+    try:
+        local = now + offset
+    except OverflowError:
+        return None
+    current = (local.year, local.month, local.day, local.hour, local.minute, local.second, local.microsecond)
+    fields = (*_fields(found), 0)
+    year = local.year - local.year % 100 + int(found["y"])
+    if (year - 50, *fields) > current:
+        year -= 100
+    elif (year + 50, *fields) < current:
+        year += 100
+    return _instant(found, year, offset)
 
 
 def _parse_http_date(text: str, now: datetime) -> datetime | None:
-    for pattern in (_IMF, _RFC850, _ASCTIME):
-        found = pattern.fullmatch(text)
-        if found is None:
-            continue
-        year = int(found["y"])
-        if pattern is _RFC850:
-            year = _full_year(year, now)
-        second = min(int(found["s"]), 59)  # a leap second reads as :59
-        try:
-            return datetime(year, _MONTHS[found["mo"].lower()], int(found["d"]),
-                            int(found["h"]), int(found["mi"]), second, tzinfo=UTC)
-        except ValueError:  # impossible dates: 30 Feb, 25:00, ...
-            return None
-    return None
+    """The UTC instant an HTTP-date names, read leniently; ``None`` if it names none."""
+    text = _BLANKS.sub(" ", text)
+    found = _DAY_FIRST.fullmatch(text) or _ASCTIME.fullmatch(text)
+    if found is None:
+        return None
+    offset = _offset(found["z"])
+    if offset is None:
+        return None
+    if len(found["y"]) == 2:
+        return _two_digit_year(found, offset, now)
+    return _instant(found, int(found["y"]), offset)
+
+
+def _reference(now: object) -> datetime | None:
+    """``now`` in UTC (naive is UTC; not a datetime: the current time); ``None`` if unrepresentable."""
+    if not isinstance(now, datetime):
+        return datetime.now(UTC)
+    if now.tzinfo is None:
+        return now.replace(tzinfo=UTC)
+    try:
+        return now.astimezone(UTC)
+    except (OverflowError, ValueError):  # datetime.min/max in a zone east/west of UTC
+        return None
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
     """Return the seconds a ``Retry-After`` header asks to wait, or ``None``.
 
-    RFC 9110 section 10.2.3: either delay-seconds (ASCII digits only) or an
-    HTTP-date in any of its three forms. A date in the past gives ``0.0``.
-    Anything else gives ``None``; this function never raises.
+    RFC 9110 section 10.2.3: either delay-seconds or an HTTP-date. Following its
+    advice to be robust, dates are read the way servers actually write them.
+    Anything else gives ``None``. This function never raises, whatever ``value`` is,
+    and returns either ``None`` or a finite float in ``[0, 1e9]``: a date in the
+    past gives ``0.0``, and delay-seconds or a date further ahead than ``1e9``
+    seconds (about 31.7 years) give ``1e9``. Callers clamp further.
+
+    Accepted:
+
+    - delay-seconds: ASCII digits only, any length (no sign, fraction or exponent);
+    - the three forms of RFC 9110 section 5.6.7 (IMF-fixdate, RFC 850, asctime), in
+      any case, with runs of spaces and tabs, with or without a day of the week (an
+      ill-matching one is ignored), with one- or two-digit days and hours, and with
+      or without seconds;
+    - zones: none (UTC), ``GMT``, ``UTC``, ``UT``, ``Z``, numeric offsets such as
+      ``+0200``, ``-0400``, ``-0000`` or ``+02:00``, and the North American zones that
+      RFC 5322 section 4.3 defines (``EST`` is ``-0500``, ``PDT`` is ``-0700``, ...).
+      Other names (``CET``, ``BST``, military letters other than ``Z``) give ``None``;
+    - a two-digit year (RFC 850, or RFC 822's ``06 Nov 94``) is the year with those
+      digits within 50 years of ``now`` (RFC 9110: a year more than 50 years in the
+      future is the most recent past year with those digits);
+    - a leap second (``23:59:60``) reads as the next second, so the wait is never short.
+
+    Impossible dates (30 Feb, 25:00, ``+2400``) and trailing text give ``None``.
 
     Parameters
     ----------
@@ -64,7 +153,9 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
         The raw header value, or ``None`` when the header is absent.
     now
         The reference time for HTTP-dates, ideally the response's ``Date``
-        header; defaults to the current UTC time. A naive datetime is UTC.
+        header; defaults to the current UTC time, as does anything that is not a
+        datetime. A naive datetime is UTC. One that UTC cannot express (near
+        ``datetime.max``) gives ``None`` for HTTP-dates.
 
     Examples
     --------
@@ -73,22 +164,26 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     >>> ref = datetime(1994, 11, 6, 8, 49, 0, tzinfo=UTC)
     >>> parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now=ref)
     37.0
+    >>> parse_retry_after("sun,  6 nov 1994 10:49:37 +0200", now=ref)
+    37.0
+    >>> parse_retry_after("9" * 5000)
+    1000000000.0
     >>> parse_retry_after("1.5") is None
     True
     """
     if not isinstance(value, str):
         return None
     text = value.strip(" \t\r\n")
-    if _DIGITS.fullmatch(text):
-        return float(int(text))
-    if now is None:
-        now = datetime.now(UTC)
-    elif now.tzinfo is None:
-        now = now.replace(tzinfo=UTC)
-    when = _parse_http_date(text, now)
+    if _DELAY.fullmatch(text):
+        digits = text.lstrip("0")
+        return float(int(digits or "0")) if len(digits) < 10 else _MAX_SECONDS
+    reference = _reference(now)
+    if reference is None:
+        return None
+    when = _parse_http_date(text, reference)
     if when is None:
         return None
-    return max(0.0, (when - now).total_seconds())
+    return min(max(0.0, (when - reference).total_seconds()), _MAX_SECONDS)
 
 
 @dataclass(frozen=True)
