@@ -126,7 +126,8 @@ def _engine_rate(url: str, addresses: list[str], concurrency: int) -> tuple[floa
     import pandas as pd
 
     import geotoolkit  # noqa: F401
-    from geotoolkit.geocoding import build_engine
+    from geotoolkit.engine import Engine
+    from geotoolkit.gate import MemoryGate
     from geotoolkit.providers import Nominatim
     from geotoolkit.results import Query
 
@@ -137,7 +138,7 @@ def _engine_rate(url: str, addresses: list[str], concurrency: int) -> tuple[floa
                          concurrency=concurrency, progress=False)
     accessor = len(addresses) / (time.perf_counter() - started)
     assert (out["geocode_status"] == "matched").all()
-    engine = build_engine(provider, rate=None, gate="memory://", concurrency=concurrency)
+    engine = Engine(provider, gate=MemoryGate(), rate=None, concurrency=concurrency)
     items: list[Query | str] = [Query(text=a) for a in addresses]
     started = time.perf_counter()
     asyncio.run(engine.run(items))

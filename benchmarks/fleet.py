@@ -186,7 +186,7 @@ def worker_main(args: WorkerArgs, ready: Any, go: Any, results: Any) -> None:
         inner = httpx.AsyncHTTPTransport(limits=limits)
         engine = Engine(provider, gate=gate, rate=RatePolicy(rate=args.rate),
                         concurrency=args.concurrency, transport=TimedTransport(inner, result.sends),
-                        progress=_sink(result), max_attempts=10)
+                        max_attempts=10)
         gate.state(provider.gate_key)  # connected before the start line
 
         async def session() -> list[Any]:
@@ -194,7 +194,7 @@ def worker_main(args: WorkerArgs, ready: Any, go: Any, results: Any) -> None:
                 await warm_up(inner, args.sim_url, gate, provider.gate_key, args.concurrency)
             ready.put(args.index)
             await asyncio.to_thread(go.wait)
-            return await engine.run([Query(text=a) for a in args.addresses])
+            return await engine.run([Query(text=a) for a in args.addresses], _sink(result))
 
         outcomes = asyncio.run(session())
         result.outcomes = len(outcomes)

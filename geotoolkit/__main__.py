@@ -2,6 +2,6 @@
 
 import sys
 
-from geotoolkit.cli import main
+from geotoolkit.frontends.cli import main
 
 sys.exit(main())

@@ -41,7 +41,7 @@ import pandas as pd
 import geotoolkit
 from geotoolkit.providers import Nominatim
 from geotoolkit.testing import ProviderSimulator
-from geotoolkit.widget import ProgressPanel
+from geotoolkit.display.widget import ProgressPanel
 
 sim = ProviderSimulator(rate_limit=20).start()
 provider = Nominatim(sim.url, user_agent="geotoolkit-docs/1.0")

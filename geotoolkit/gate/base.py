@@ -29,12 +29,12 @@ slowly (additively), never above 1 (the configured rate).
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from geotoolkit.errors import ConfigurationError
+from geotoolkit.keys import gate_key  # re-exported: the key of a gate state
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -279,22 +279,6 @@ class Gate(Protocol):
         ...
 
     def close(self) -> None: ...
-
-
-def gate_key(host: str, api_key: str | None = None) -> str:
-    """The gate key for a provider host and API key; the key itself is only hashed.
-
-    >>> gate_key("nominatim.openstreetmap.org")
-    'geotoolkit:nominatim.openstreetmap.org:anonymous'
-    >>> "s3cret" in gate_key("api.example.com", "s3cret")
-    False
-    """
-    if not host:
-        raise ConfigurationError("a gate key needs the provider host")
-    if api_key:
-        digest = hashlib.sha256(b"geotoolkit-gate:" + api_key.encode()).hexdigest()[:20]
-        return f"geotoolkit:{host.lower()}:{digest}"
-    return f"geotoolkit:{host.lower()}:anonymous"
 
 
 def _check(interval: float, seconds: float = 0.0) -> None:

@@ -27,7 +27,7 @@ from geotoolkit.providers.policies import (
     get_policy,
     policy_for,
 )
-from geotoolkit.providers.registry import PROVIDERS, get_provider
+from geotoolkit.providers.registry import PROVIDERS, get_provider, resolve_provider
 
 __all__ = [
     "BATCH_MAX_RECORDS",
@@ -54,4 +54,5 @@ __all__ = [
     "get_policy",
     "get_provider",
     "policy_for",
+    "resolve_provider",
 ]

@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from geotoolkit.errors import ConfigurationError, QuotaExceededError
-from geotoolkit.gate.base import gate_key
+from geotoolkit.keys import gate_key
 from geotoolkit.providers._common import DEFAULT_USER_AGENT, policy_rate
 from geotoolkit.providers.nominatim import Nominatim
 from geotoolkit.results import NoMatch, Outcome, Query

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from geotoolkit.errors import ConfigurationError, ProviderResponseError
-from geotoolkit.gate.base import gate_key
+from geotoolkit.keys import gate_key
 from geotoolkit.providers._common import lonlat
 from geotoolkit.providers.base import (
     check_user_agent,

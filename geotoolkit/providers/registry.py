@@ -21,7 +21,7 @@ from geotoolkit.providers.opencage import OpenCage
 from geotoolkit.providers.pelias import Pelias
 from geotoolkit.providers.photon import Photon
 
-__all__ = ["PROVIDERS", "get_provider"]
+__all__ = ["PROVIDERS", "get_provider", "resolve_provider"]
 
 #: Every provider class by its registry name (read-only).
 PROVIDERS: Mapping[str, type[Any]] = MappingProxyType({
@@ -71,4 +71,28 @@ def get_provider(name: str, **options: Any) -> Provider:
     if missing:
         raise ConfigurationError(f"{cls.name} requires {', '.join(missing)}")
     provider: Provider = cls(**options)
+    return provider
+
+
+def resolve_provider(provider: Provider | str, *, api_key: str | None = None,
+                     user_agent: str | None = None, base_url: str | None = None) -> Provider:
+    """A provider instance passed through, or one built by name with the given options.
+
+    ``api_key``, ``user_agent`` and ``base_url`` only go with a name: an instance
+    already has its own (passing them too is refused, so nothing is silently ignored).
+
+    >>> resolve_provider("photon", base_url="http://127.0.0.1:2322").host
+    '127.0.0.1:2322'
+    """
+    if isinstance(provider, str):
+        return get_provider(provider, api_key=api_key, user_agent=user_agent, base_url=base_url)
+    if not isinstance(provider, Provider):
+        raise ConfigurationError(
+            f"provider must be a geotoolkit provider such as Nominatim(...) or a name such as "
+            f"'photon', got {type(provider).__name__}")
+    given = [n for n, v in (("api_key", api_key), ("user_agent", user_agent),
+                            ("base_url", base_url)) if v is not None]
+    if given:
+        raise ConfigurationError(
+            f"{', '.join(given)} go to the provider's constructor when passing an instance")
     return provider

@@ -19,22 +19,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate import redact_url
-from geotoolkit.store.base import DEFAULT_NO_MATCH_TTL_SECONDS, StoreError
+from geotoolkit.store.base import DEFAULT_NO_MATCH_TTL_SECONDS, ResultStore, StoreError
 from geotoolkit.store.memory import MemoryStore
 from geotoolkit.store.sqlite import SQLiteStore, default_store_path
-
-if TYPE_CHECKING:  # the protocol lives with the engine, one layer up
-    from geotoolkit.engine import ResultStore
 
 __all__ = [
     "DEFAULT_NO_MATCH_TTL_SECONDS",
     "MemoryStore",
+    "ResultStore",
     "SQLiteStore",
     "StoreError",
     "default_store_path",

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from geotoolkit.clock import Clock, SystemClock
 from geotoolkit.errors import ConfigurationError, GeotoolkitError
 from geotoolkit.results import Failure, Match, NoMatch, Outcome
 
-__all__ = ["COLUMNS", "DEFAULT_NO_MATCH_TTL_SECONDS", "Expiry", "Row", "StoreError", "decode",
-           "encode"]
+__all__ = ["COLUMNS", "DEFAULT_NO_MATCH_TTL_SECONDS", "Expiry", "ResultStore", "Row", "StoreError",
+           "decode", "encode"]
 
 #: No-matches are asked again after a week: the map may have learnt the address.
 DEFAULT_NO_MATCH_TTL_SECONDS = 7 * 86_400.0
@@ -20,6 +22,20 @@ COLUMNS = ("status", "lon", "lat", "label", "reason", "provider", "attempts", "s
 
 #: ``(status, lon, lat, label, reason, provider, attempts, stored_at)``.
 Row = tuple[str, float | None, float | None, str, str, str, int, float]
+
+
+class ResultStore(Protocol):
+    """Where settled outcomes persist (cache and checkpoint), keyed by cache key.
+
+    ``blocking`` tells the engine whether a call does I/O (then it runs in a worker
+    thread) or is pure memory.
+    """
+
+    blocking: bool
+
+    def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]: ...
+
+    def put(self, key: str, outcome: Outcome) -> None: ...
 
 
 class StoreError(GeotoolkitError):

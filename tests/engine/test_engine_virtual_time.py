@@ -65,8 +65,8 @@ def make_engine(clock: FakeClock, recorder: Recorder, **kwargs: object) -> Engin
     return Engine(provider, **options)  # type: ignore[arg-type]
 
 
-def run(engine: Engine, items: list[Query | str]) -> list:  # type: ignore[type-arg]
-    return asyncio.run(engine.run(items))
+def run(engine: Engine, items: list[Query | str], progress: Any = None) -> list:  # type: ignore[type-arg]
+    return asyncio.run(engine.run(items, progress))
 
 
 def queries(n: int) -> list[Query | str]:
@@ -113,8 +113,7 @@ def test_retry_after_30_pauses_every_concurrent_task() -> None:
     recorder = Recorder(clock, respond)
     events: list[Event] = []
     backoff = Backoff(initial_seconds=1.0, jitter=0.0)
-    outcomes = run(make_engine(clock, recorder, backoff=backoff, progress=events.append),
-                   queries(8))
+    outcomes = run(make_engine(clock, recorder, backoff=backoff), queries(8), events.append)
     assert all(isinstance(o, Match) for o in outcomes)
     times = [t for t, _ in recorder.sent]
     throttled_at = times[2]
@@ -192,7 +191,7 @@ def test_authentication_error_stops_the_batch() -> None:
     recorder = Recorder(clock, lambda r: httpx.Response(403, json={"error": "bad key"}))
     events: list[Event] = []
     with pytest.raises(AuthenticationError):
-        run(make_engine(clock, recorder, progress=events.append), queries(20))
+        run(make_engine(clock, recorder), queries(20), events.append)
     assert len(recorder.sent) <= 4  # only the requests already in flight
     finished = [e for e in events if isinstance(e, BatchFinished)]
     assert finished and finished[0].error and "AuthenticationError" in finished[0].error

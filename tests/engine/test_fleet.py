@@ -20,7 +20,7 @@ import pytest
 
 from geotoolkit import ConfigurationError, FakeClock, MemoryGate, Query, QuotaExceededError, RatePolicy
 from geotoolkit.engine import Engine
-from geotoolkit.gate import Aimd
+from geotoolkit.gate import Aimd, Cap
 from geotoolkit.progress import BatchFinished, Event, FleetSampled
 from geotoolkit.providers import Nominatim
 from geotoolkit.results import Outcome
@@ -83,8 +83,8 @@ def test_adaptive_pacing_finds_a_limit_half_the_configured_rate() -> None:
     clock = FakeClock(start=1_000_000.0)
     provider = LimitedProvider(clock, limit=5)  # the real quota: 5/s; configured: 10/s
     events: list[Event] = []
-    outcomes = asyncio.run(engine(clock, provider, MemoryGate(clock=clock),
-                                  progress=events.append).run(queries(300)))
+    outcomes = asyncio.run(engine(clock, provider, MemoryGate(clock=clock))
+                           .run(queries(300), events.append))
     assert len(outcomes) == 300 and all(o.status == "matched" for o in outcomes)
     # A handful of 429s to find the limit, not one per second of the run.
     assert provider.count(429) <= 6
@@ -101,8 +101,7 @@ def test_without_a_limit_the_configured_rate_is_kept() -> None:
     clock = FakeClock(start=0.0)
     provider = LimitedProvider(clock, limit=100)
     events: list[Event] = []
-    asyncio.run(engine(clock, provider, MemoryGate(clock=clock), progress=events.append)
-                .run(queries(50)))
+    asyncio.run(engine(clock, provider, MemoryGate(clock=clock)).run(queries(50), events.append))
     assert provider.count(429) == 0
     assert {e.allowed_rate for e in events if isinstance(e, FleetSampled)} == {10.0}
 
@@ -112,7 +111,7 @@ def test_fleet_samples_are_sane_and_at_most_two_per_second() -> None:
     gate = MemoryGate(clock=clock)
     events: list[Event] = []
     provider = LimitedProvider(clock, limit=100)
-    asyncio.run(engine(clock, provider, gate, progress=events.append).run(queries(60)))
+    asyncio.run(engine(clock, provider, gate).run(queries(60), events.append))
     samples = [e for e in events if isinstance(e, FleetSampled)]
     assert len(samples) >= 10
     assert all(b.at - a.at >= 0.5 - 1e-9 for a, b in itertools.pairwise(samples))
@@ -131,11 +130,11 @@ def test_two_runs_on_one_gate_are_two_workers_sharing_one_rate() -> None:
     gate = MemoryGate(clock=clock)
     provider = LimitedProvider(clock, limit=100)
     events: list[Event] = []
-    first = engine(clock, provider, gate, progress=events.append)
+    first = engine(clock, provider, gate)
     second = engine(clock, provider, gate)
 
     async def both() -> None:
-        await asyncio.gather(first.run(queries(30, "A")), second.run(queries(30, "B")))
+        await asyncio.gather(first.run(queries(30, "A"), events.append), second.run(queries(30, "B")))
 
     asyncio.run(both())
     assert first.worker_id and second.worker_id and first.worker_id != second.worker_id
@@ -153,8 +152,8 @@ def test_a_pause_shows_its_cause_in_the_samples() -> None:
         return next(answers, None) or httpx.Response(200, json=MATCH)
 
     events: list[Event] = []
-    asyncio.run(engine(clock, respond, MemoryGate(clock=clock), progress=events.append,
-                       concurrency=1).run(queries(3)))
+    asyncio.run(engine(clock, respond, MemoryGate(clock=clock), concurrency=1)
+                .run(queries(3), events.append))
     paused = [e for e in events if isinstance(e, FleetSampled) and e.pause_remaining > 0]
     assert paused and paused[0].pause_cause == "Retry-After from sim.test: 30 s"
     assert paused[0].throttled == 1 and paused[0].pause_remaining <= 30.0
@@ -203,14 +202,13 @@ def test_the_daily_cap_stops_the_batch_and_the_next_day_resumes() -> None:
     events: list[Event] = []
     items = queries(5)
     with pytest.raises(QuotaExceededError, match="daily cap of 3 requests") as info:
-        asyncio.run(engine(clock, provider, gate, store=store, daily_cap=3,
-                           progress=events.append).run(items))
+        asyncio.run(engine(clock, provider, gate, store=store, cap=3).run(items, events.append))
     assert info.value.provider == "nominatim"
     assert len(provider.log) == 3 and len(store.data) == 3  # finished work is kept
     finished = [e for e in events if isinstance(e, BatchFinished)]
     assert finished and finished[0].error and "QuotaExceededError" in finished[0].error
     clock.advance(86_400.0)  # the next UTC day
-    outcomes = asyncio.run(engine(clock, provider, gate, store=store, daily_cap=3).run(items))
+    outcomes = asyncio.run(engine(clock, provider, gate, store=store, cap=3).run(items))
     assert [o.status for o in outcomes] == ["matched"] * 5
     assert len(provider.log) == 5  # only the two that were left
 
@@ -221,7 +219,7 @@ def test_the_cap_is_shared_by_the_fleet() -> None:
     provider = LimitedProvider(clock, limit=100)
 
     async def both() -> list[BaseException | list[Outcome]]:
-        runs = [engine(clock, provider, gate, daily_cap=4).run(queries(3, name))
+        runs = [engine(clock, provider, gate, cap=4).run(queries(3, name))
                 for name in ("A", "B")]
         return await asyncio.gather(*runs, return_exceptions=True)
 
@@ -234,20 +232,24 @@ def test_a_monthly_cap_counts_per_month() -> None:
     clock = FakeClock(start=1_709_200_000.0)
     gate = MemoryGate(clock=clock)
     provider = LimitedProvider(clock, limit=100)
-    run = engine(clock, provider, gate, daily_cap=2, cap_period="month")
+    run = engine(clock, provider, gate, cap=Cap(2, "month"))
     with pytest.raises(QuotaExceededError, match="monthly cap of 2"):
         asyncio.run(run.run(queries(3)))
     assert gate.usage(Nominatim("http://sim.test", user_agent="x/1").gate_key, "month").used == 2
 
 
-@pytest.mark.parametrize("kwargs", [{"daily_cap": -1}, {"daily_cap": 1.5}, {"cap_period": "week"},
-                                    {"daily_cap": 3, "cap_period": "year"},
+@pytest.mark.parametrize("kwargs", [{"cap": -1}, {"cap": 1.5}, {"cap": "5/day"},
                                     {"sample_seconds": 0.0}])
 def test_bad_fleet_settings_are_configuration_errors(kwargs: dict[str, Any]) -> None:
     clock = FakeClock()
-    kwargs = {"daily_cap": 5, **kwargs} if "cap_period" in kwargs else kwargs
     with pytest.raises(ConfigurationError):
         engine(clock, LimitedProvider(clock, 1), MemoryGate(clock=clock), **kwargs)
+
+
+@pytest.mark.parametrize(("limit", "period"), [(3, "week"), (3, "year"), (-1, "day")])
+def test_bad_caps_are_configuration_errors(limit: int, period: str) -> None:
+    with pytest.raises(ConfigurationError):
+        Cap(limit, period)  # type: ignore[arg-type]
 
 
 class StallingClock(FakeClock):

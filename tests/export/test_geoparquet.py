@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geotoolkit import ConfigurationError, ExportError
-from geotoolkit.export import write_geoparquet, write_results
-from geotoolkit.frame import dead_letters, outcomes_frame
+from geotoolkit.export import dead_letters, write_geoparquet, write_results
+from geotoolkit.orchestration.frame import outcomes_frame
 from geotoolkit.results import Failure, Match, NoMatch
 
 pytest.importorskip("pyarrow")

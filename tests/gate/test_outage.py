@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from geotoolkit._sync import BackgroundRun
 from geotoolkit.engine import Engine
+from geotoolkit.engine.sync import BackgroundRun
 from geotoolkit.gate import Report, gate_key, open_gate
 from geotoolkit.gate.fallback import FallbackGate, GateUnavailableWarning
 from geotoolkit.gate.redis import RedisGate
@@ -60,10 +60,9 @@ def test_a_batch_survives_a_redis_outage_and_returns_to_the_shared_gate(
     with ProviderSimulator() as sim, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         provider = Nominatim(sim.url, user_agent=UA)
-        engine = Engine(provider, gate=gate, rate=RatePolicy(rate=100.0), concurrency=4,
-                        progress=events)
+        engine = Engine(provider, gate=gate, rate=RatePolicy(rate=100.0), concurrency=4)
         items: list[Query | str] = [Query(text=f"Landstrasse {i}, 9490 Vaduz") for i in range(300)]
-        run = BackgroundRun(lambda: engine.run(items))
+        run = BackgroundRun(lambda: engine.run(items, events))
         try:
             assert sim.wait_for_requests(30, timeout=30), "the batch did not get going"
             redis_server.stop()

@@ -19,12 +19,13 @@ def test_public_names_are_pinned() -> None:
         "ArcGIS", "Census", "CensusBatch", "Geonorge", "Google", "Here", "LocationIQ", "Mapbox",
         "Nominatim", "OpenCage", "Pelias", "Photon", "Provider", "ProviderPolicy",
         "UsagePolicyWarning", "check_usage_policy", "get_policy", "get_provider", "policy_for",
+        "resolve_provider",
     ])
     for name in geotoolkit.providers.__all__:
         assert hasattr(geotoolkit.providers, name), name
 
 
-@pytest.mark.parametrize("name", [*MODULES, "geotoolkit.geocoding"])
+@pytest.mark.parametrize("name", [*MODULES, "geotoolkit.frontends.addresses"])
 def test_docstring_examples_run(name: str) -> None:
     module = importlib.import_module(name if "." in name else f"geotoolkit.providers.{name}")
     result = doctest.testmod(module)

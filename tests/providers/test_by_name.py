@@ -1,15 +1,11 @@
-"""Choosing a provider by name: get_provider, build_engine and geocode."""
+"""Choosing a provider by name: get_provider, resolve_provider and geocode."""
 
 from __future__ import annotations
-
-import inspect
 
 import pytest
 
 from geotoolkit import ConfigurationError, Match, QuotaExceededError, geocode
-from geotoolkit.engine import Engine
-from geotoolkit.geocoding import build_engine, resolve_provider
-from geotoolkit.providers import PROVIDERS, LocationIQ, OpenCage, Photon, get_provider
+from geotoolkit.providers import PROVIDERS, LocationIQ, OpenCage, Photon, get_provider, resolve_provider
 from geotoolkit.testing import ProviderSimulator
 
 from .provider_support import AGENT, SECRET
@@ -51,17 +47,6 @@ def test_nominatim_by_name_still_requires_a_user_agent() -> None:
         get_provider("nominatim")
 
 
-def test_build_engine_by_name_uses_the_registry_rate() -> None:
-    engine = build_engine("opencage", api_key=SECRET, gate="memory://")
-    assert isinstance(engine.provider, OpenCage) and engine.rate.rate == 1.0
-    assert SECRET not in repr(engine.provider)
-
-
-def test_build_engine_missing_key_is_a_configuration_error() -> None:
-    with pytest.raises(ConfigurationError, match="api_key"):
-        build_engine("google", gate="memory://")
-
-
 def test_options_for_an_instance_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="api_key"):
         resolve_provider(OpenCage(api_key=SECRET), api_key="other")
@@ -69,19 +54,7 @@ def test_options_for_an_instance_are_refused() -> None:
 
 def test_not_a_provider_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="name such as"):
-        build_engine(42, gate="memory://")  # type: ignore[arg-type]
-
-
-def test_daily_cap_goes_to_the_engine_only_if_it_counts_caps() -> None:
-    options = {"daily_cap": 10, "cap_period": "month"}
-    if set(options) <= set(inspect.signature(Engine).parameters):
-        from geotoolkit.gate.base import Cap
-
-        engine = build_engine("opencage", api_key=SECRET, gate="memory://", **options)
-        assert engine.cap == Cap(10, "month")
-    else:
-        with pytest.raises(ConfigurationError, match="not supported"):
-            build_engine("opencage", api_key=SECRET, gate="memory://", **options)
+        resolve_provider(42)  # type: ignore[arg-type]
 
 
 def test_geocode_by_name_end_to_end_against_the_simulator() -> None:

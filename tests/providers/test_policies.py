@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from geotoolkit import ConfigurationError, MemoryGate, Query
-from geotoolkit.geocoding import build_engine, gate_backend, geocode
+from geotoolkit import ConfigurationError
 from geotoolkit.providers import (
     LARGE_BATCH_ROWS,
     POLICIES,
@@ -104,54 +103,6 @@ def test_usage_policy_warning_is_a_user_warning() -> None:
     assert issubclass(UsagePolicyWarning, UserWarning)
 
 
-@pytest.mark.parametrize(("gate", "backend"), [
-    (None, "sqlite"), ("memory://", "memory"), ("sqlite:///x.db", "sqlite"),
-    ("redis://127.0.0.1:1/0", "redis"), ("rediss://h/0", "redis"),
-    ("postgresql://u@h/db", "postgres"), ("postgres://u@h/db", "postgres"),
-])
-def test_gate_backend_from_url_without_opening(gate: str | None, backend: str) -> None:
-    assert gate_backend(gate) == backend
-
-
-def test_gate_backend_of_an_instance() -> None:
-    assert gate_backend(MemoryGate()) == "memory"
-
-
-def test_build_engine_refuses_a_fleet_before_connecting() -> None:
-    # Nothing listens on port 1: the refusal comes before any connection attempt.
-    with pytest.raises(ConfigurationError, match="single machine"):
-        build_engine(PUBLIC, gate="redis://127.0.0.1:1/0")
-    with pytest.raises(ConfigurationError, match="single machine"):
-        build_engine("nominatim", user_agent=AGENT, gate="postgresql://u@127.0.0.1:1/db")
-
-
-def test_build_engine_warns_with_rows_and_cache_inferred_from_store() -> None:
-    with pytest.warns(UsagePolicyWarning) as caught:
-        build_engine(PUBLIC, gate="memory://", rows=5000)
-    messages = " ".join(str(w.message) for w in caught)
-    assert "5000 rows" in messages and "cached" in messages
-    build_engine(PUBLIC, gate="memory://", rows=5, cached=True)  # no warning: would raise
-
-
-def test_geocode_passes_the_row_count() -> None:
-    """Unusable rows never reach the network, but they count toward the batch size."""
-    with pytest.warns(UsagePolicyWarning, match=f"{LARGE_BATCH_ROWS + 1} rows"):
-        out = geocode([None] * (LARGE_BATCH_ROWS + 1), provider=PUBLIC, gate="memory://",
-                      cached=True)
-    assert {o.status for o in out} == {"failed"}
-
-
-def test_geocode_refuses_a_fleet_against_public_nominatim() -> None:
-    with pytest.raises(ConfigurationError):
-        geocode([Query(text="Vaduz")], provider=PUBLIC, gate="redis://127.0.0.1:1/0")
-
-
 def test_opencage_instance_is_not_single_machine() -> None:
     assert policy_for(OpenCage(api_key="k")) is POLICIES["opencage"]
     assert not POLICIES["opencage"].single_machine_bulk_only
-
-
-def test_warnings_point_at_the_caller_not_at_geotoolkit() -> None:
-    with pytest.warns(UsagePolicyWarning) as caught:
-        build_engine(PUBLIC, gate="memory://", rows=LARGE_BATCH_ROWS + 1, cached=True)
-    assert [w.filename for w in caught] == [__file__]

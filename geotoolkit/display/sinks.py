@@ -1,0 +1,61 @@
+"""Choosing a progress renderer: the one rule for ``progress="auto"``.
+
+``"auto"`` is the notebook panel inside Jupyter; outside it, a status line when
+stderr is a terminal, and nothing otherwise. A background job never writes to the
+terminal (it would scribble over your prompt): there ``"auto"`` is the panel in
+Jupyter and nothing elsewhere.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from geotoolkit.display.environment import in_notebook
+from geotoolkit.progress import ProgressSink
+
+__all__ = ["CHOICES", "in_notebook", "progress_sink"]
+
+#: The named renderers ``progress=`` accepts (or False/None, or a callable).
+CHOICES = ("auto", "widget", "text", "json", "none")
+
+
+def _auto(background: bool) -> str:
+    if in_notebook():
+        return "widget"
+    return "text" if sys.stderr.isatty() and not background else "none"
+
+
+def progress_sink(progress: object = "auto", *, background: bool = False) -> ProgressSink | None:
+    """The renderer for ``progress``: a name in :data:`CHOICES`, False/None (none), or a
+    callable taking progress events (returned as is).
+
+    >>> progress_sink(False) is None, progress_sink("none") is None
+    (True, True)
+    >>> type(progress_sink("json")).__name__
+    'JsonLinesProgress'
+    """
+    if progress is None or progress is False:
+        return None
+    if callable(progress):
+        return progress
+    if progress == "auto":
+        progress = _auto(background)
+    if progress == "widget":
+        from geotoolkit.display.widget import ProgressPanel
+
+        return ProgressPanel(display=True)
+    if progress == "text":
+        from geotoolkit.display.text import TextProgress
+
+        return TextProgress()
+    if progress == "json":
+        from geotoolkit.display.text import JsonLinesProgress
+
+        return JsonLinesProgress()
+    if progress == "none":
+        return None
+    from geotoolkit.errors import ConfigurationError
+
+    raise ConfigurationError(
+        f"progress must be one of {', '.join(map(repr, CHOICES))}, False or a callable, "
+        f"got {progress!r}")

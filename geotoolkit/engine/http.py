@@ -1,0 +1,136 @@
+"""The engine's HTTP transport: the client, a deadline per request, a cap on the body.
+
+httpx's timeouts are per operation (a read timeout is per read), so a server that
+trickles one byte at a time never trips them. :func:`send` puts one deadline on the
+whole exchange (connect, send, every byte of the body) and reads the body in chunks
+up to ``max_bytes`` (after decompression: a gzip bomb is caught too). Foreign
+exceptions are mapped here, once:
+
+- timeouts, refused or reset connections, a body cut short:
+  :class:`~geotoolkit.errors.ProviderUnavailableError` (retried);
+- a body that cannot be decoded (``Content-Encoding: gzip`` that is not gzip), a body
+  over the cap: :class:`~geotoolkit.errors.ProviderResponseError` (the row fails);
+- a request httpx refuses to build or send (an invalid URL):
+  :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent).
+
+httpx logs every request URL at INFO; a filter hides credentials in those records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import ssl
+
+import httpx
+
+from geotoolkit.errors import ProviderResponseError, ProviderUnavailableError, QueryError
+from geotoolkit.redact import redact
+
+__all__ = ["DEFAULT_TIMEOUT", "make_client", "send"]
+
+#: Connect within 5 s, each read within 20 s.
+DEFAULT_TIMEOUT = httpx.Timeout(20.0, connect=5.0)
+
+#: Headers describing the body as it came on the wire, dropped once it is decoded.
+_WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
+
+
+class _RedactingFilter(logging.Filter):
+    """httpx logs every request URL at INFO; strip credentials from those records."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage())
+        record.args = None
+        return True
+
+
+def _install_redaction() -> None:
+    for name in ("httpx", "httpcore"):
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _RedactingFilter) for f in log.filters):
+            log.addFilter(_RedactingFilter())
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verified TLS context per process: building one loads the CA bundle (~0.1 s)."""
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def make_client(
+    *,
+    concurrency: int,
+    timeout: httpx.Timeout | float | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> httpx.AsyncClient:
+    """An AsyncClient sized for ``concurrency`` keep-alive connections."""
+    _install_redaction()
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    return httpx.AsyncClient(
+        timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+        limits=limits,
+        transport=transport,
+        verify=_tls_context(),
+    )
+
+
+async def send(
+    client: httpx.AsyncClient,
+    request: httpx.Request,
+    provider: str,
+    *,
+    deadline_seconds: float = 30.0,
+    max_bytes: int = 5_000_000,
+) -> httpx.Response:
+    """Send ``request`` and read its whole body within ``deadline_seconds``.
+
+    Returns a complete, already decoded response (no streaming left to do). See the
+    module docstring for the errors.
+    """
+    try:
+        async with asyncio.timeout(deadline_seconds):
+            response = await client.send(request, stream=True)
+            try:
+                body = await _read(response, provider, max_bytes)
+            finally:
+                await response.aclose()
+    except TimeoutError as exc:
+        raise ProviderUnavailableError(
+            f"{provider} did not answer within the {deadline_seconds:g} s deadline",
+            provider=provider) from exc
+    except httpx.TimeoutException as exc:
+        raise ProviderUnavailableError(
+            f"{provider} did not answer in time ({type(exc).__name__})", provider=provider
+        ) from exc
+    except httpx.DecodingError as exc:
+        raise ProviderResponseError(
+            f"{provider} sent a body that cannot be decoded ({type(exc).__name__})",
+            provider=provider) from exc
+    except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+        raise QueryError(f"{provider}: the request cannot be sent ({type(exc).__name__})",
+                         provider=provider) from exc
+    except httpx.TransportError as exc:
+        raise ProviderUnavailableError(
+            f"{provider} connection failed ({type(exc).__name__})", provider=provider
+        ) from exc
+    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _WIRE_HEADERS]
+    return httpx.Response(response.status_code, headers=headers, content=body, request=request,
+                          extensions={"http_version": response.http_version.encode()})
+
+
+async def _read(response: httpx.Response, provider: str, max_bytes: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise ProviderResponseError(
+                f"{provider} answered more than {max_bytes:,} bytes (HTTP "
+                f"{response.status_code}); the answer was not read", provider=provider,
+                status_code=response.status_code)
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,0 +1,76 @@
+"""What an export would refuse, checked before a batch is sent (not after it ran for hours)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable, Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.schema import GEOCODE_COLUMNS
+
+__all__ = ["FORMATS", "check_exportable", "format_of"]
+
+#: File suffixes the writers know, and the format each selects.
+FORMATS = {".gpkg": "GeoPackage", ".parquet": "GeoParquet", ".geoparquet": "GeoParquet"}
+
+
+def format_of(path: str | os.PathLike[str]) -> str:
+    """The format a file name selects; ``ConfigurationError`` for an unknown suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ConfigurationError(
+            f"cannot tell the output format of {os.fspath(path)!r}: use a file name ending "
+            f"in {', '.join(FORMATS)}")
+    return FORMATS[suffix]
+
+
+def _result_columns(columns: Iterable[Hashable]) -> list[Hashable]:
+    """The columns of a result built from a frame with ``columns``."""
+    ours = {*GEOCODE_COLUMNS, "geometry"}
+    return [c for c in columns if c not in ours] + [*GEOCODE_COLUMNS, "geometry"]
+
+
+def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
+    """Refuse, before any request, a frame whose result ``path`` could not hold.
+
+    Column names must be non-empty text, distinct even ignoring case (GeoPackage is
+    SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column must hold
+    unique whole numbers (GeoPackage uses it as the feature id).
+
+    Examples
+    --------
+    >>> check_exportable(pd.DataFrame({"address": [], "Address": []}), "out.gpkg")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: out.gpkg cannot hold columns that differ only in \
+case: 'address' and 'Address'; rename one of them
+    """
+    fmt = format_of(path)
+    name = os.fspath(path)
+    columns = _result_columns(frame.columns)
+    bad = [c for c in columns if not isinstance(c, str) or not c.strip()]
+    if bad:
+        raise ConfigurationError(
+            f"{name} needs column names that are non-empty text, got {bad[0]!r}; "
+            "rename it (df.columns = [...])")
+    seen: dict[str, str] = {}
+    for column in columns:
+        assert isinstance(column, str)
+        other = seen.setdefault(column.casefold(), column)
+        if other != column:
+            raise ConfigurationError(f"{name} cannot hold columns that differ only in case: "
+                                     f"{other!r} and {column!r}; rename one of them")
+    if fmt == "GeoPackage" and "fid" in frame.columns:
+        _check_fid(frame["fid"], name)
+
+
+def _check_fid(fid: pd.Series, name: str) -> None:
+    values = pd.to_numeric(fid, errors="coerce")
+    whole = values.notna().all() and bool((values == values.round()).all())
+    if not whole or not values.is_unique:
+        raise ConfigurationError(
+            f"{name}: a 'fid' column is GeoPackage's feature id and must hold unique whole "
+            "numbers; rename it (e.g. df.rename(columns={'fid': 'source_fid'}))")

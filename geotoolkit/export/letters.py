@@ -1,0 +1,34 @@
+"""Which rows of a result are dead letters, and with which columns."""
+
+from __future__ import annotations
+
+import geopandas as gpd
+import pandas as pd
+
+from geotoolkit.schema import DEAD_LETTER_COLUMNS, GEOCODE_COLUMNS
+
+__all__ = ["dead_letters", "input_columns"]
+
+
+def input_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """The input columns of ``df``, without earlier geocode columns or geometry."""
+    drop = [c for c in (*GEOCODE_COLUMNS, "geometry") if c in df.columns]
+    if isinstance(df, gpd.GeoDataFrame) and df._geometry_column_name in df.columns:
+        drop.append(df._geometry_column_name)
+    return pd.DataFrame(df).drop(columns=list(dict.fromkeys(drop)))
+
+
+def dead_letters(result: pd.DataFrame) -> pd.DataFrame:
+    """The rows that did not match (or were flagged), with reasons and attempts, for review.
+
+    A plain DataFrame with the input columns, then ``geocode_status``,
+    ``geocode_reason``, ``geocode_attempts``, ``geocode_provider`` and
+    ``geocode_label``; the index of ``result`` is kept.
+    """
+    if "geocode_status" not in result.columns:
+        raise KeyError("no geocode_status column: this frame is not a geocoding result; "
+                       "call df.geocode.run() first")
+    rows = result[result["geocode_status"] != "matched"]
+    base = [c for c in input_columns(result).columns if c not in DEAD_LETTER_COLUMNS]
+    kept = [c for c in DEAD_LETTER_COLUMNS if c in rows.columns]
+    return pd.DataFrame(rows[base + kept])

@@ -1,0 +1,106 @@
+"""Export results and dead letters: GeoPackage (via pyogrio) or GeoParquet (via pyarrow).
+
+Both writers work on the GeoDataFrame of ``df.geocode.run()``, write next to the
+target and move the file into place, so an interrupted export never leaves a
+half-written file, and return ``(geocoded, dead_letters)`` row counts.
+:func:`write_results` picks the format from the file name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+import pyogrio
+
+from geotoolkit.errors import ExportError
+from geotoolkit.export.checks import format_of
+from geotoolkit.export.letters import dead_letters
+
+__all__ = ["write_geopackage", "write_geoparquet", "write_results"]
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """Object columns as text, so GDAL gets one field type per column."""
+    out = pd.DataFrame(frame).copy()
+    for name in out.columns:
+        if name != "geometry" and out[name].dtype == object:
+            out[name] = out[name].map(lambda v: None if v is None or v != v else str(v))
+    return out
+
+
+def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:
+    """Write matched rows to layer ``geocoded`` and the rest to ``dead_letters``.
+
+    The file is written next to ``path`` and moved into place, so an interrupted
+    export never leaves a half-written GeoPackage. Returns the two row counts.
+    """
+    target = Path(path)
+    partial = target.with_name(f".{target.stem}.partial{target.suffix or '.gpkg'}")
+    matched = result[result["geocode_status"] == "matched"]
+    letters = dead_letters(result)
+    try:
+        partial.unlink(missing_ok=True)
+        geocoded = gpd.GeoDataFrame(_plain(matched), geometry="geometry", crs=result.crs)
+        geocoded.to_file(partial, layer="geocoded", driver="GPKG", engine="pyogrio")
+        pyogrio.write_dataframe(_plain(letters), partial, layer="dead_letters", driver="GPKG",
+                                append=False)
+        os.replace(partial, target)
+    except (OSError, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError,
+            ValueError) as exc:
+        partial.unlink(missing_ok=True)
+        raise ExportError(f"cannot write GeoPackage {target}: {exc}") from exc
+    return len(matched), len(letters)
+
+
+def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:
+    """Write every row to one GeoParquet file; ``geocode_status`` marks the dead letters.
+
+    Unlike the GeoPackage's two layers, the dead letters stay in the file as the
+    rows whose ``geocode_status`` is not ``"matched"`` (empty geometry, NaN
+    ``lon``/``lat``, the reason in ``geocode_reason``), so large results are
+    written once and the index, row order and CRS survive a round trip::
+
+        back = geopandas.read_parquet(path)
+        letters = geotoolkit.export.dead_letters(back)
+
+    Written next to ``path`` and moved into place. Needs pyarrow (the ``parquet``
+    extra). Returns ``(geocoded, dead_letters)`` row counts.
+    """
+    target = Path(path)
+    partial = target.with_name(f".{target.stem}.partial{target.suffix or '.parquet'}")
+    if "geocode_status" not in result.columns:
+        raise ExportError("no geocode_status column: this frame is not a geocoding result")
+    matched, letters = result[result["geocode_status"] == "matched"], dead_letters(result)
+    try:
+        import pyarrow
+    except ImportError as exc:
+        raise ExportError("GeoParquet needs pyarrow: pip install 'geotoolkit[parquet]'") from exc
+    frame = gpd.GeoDataFrame(_plain(result), geometry=result.geometry.name, crs=result.crs)
+    try:
+        partial.unlink(missing_ok=True)
+        frame.to_parquet(partial, index=True, compression="zstd")
+        os.replace(partial, target)
+    except (OSError, ValueError, TypeError, pyarrow.ArrowException) as exc:
+        partial.unlink(missing_ok=True)
+        raise ExportError(f"cannot write GeoParquet {target}: {exc}") from exc
+    return len(matched), len(letters)
+
+
+def write_results(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:
+    """Write ``result`` in the format its suffix names: ``.gpkg``, ``.parquet``, ``.geoparquet``.
+
+    Returns ``(geocoded, dead_letters)`` row counts.
+
+    Raises
+    ------
+    ConfigurationError
+        An unknown suffix (the message lists the known ones).
+    ExportError
+        The file cannot be written.
+    """
+    if format_of(path) == "GeoPackage":
+        return write_geopackage(result, path)
+    return write_geoparquet(result, path)

@@ -1,0 +1,248 @@
+"""The command line: ``geotoolkit geocode``, ``geotoolkit demo``, ``geotoolkit gate init``.
+
+A thin front end: the flags become one GeocodeOptions (the flags of its options are
+generated from the options' own documentation), the CSV one FrameJob. Everything is
+checked before anything is sent: the column (with a hint when only the case differs),
+the options, what the output file could not hold. Environment variables are read
+here (the API key by the name given in ``--api-key-env``; gate and cache URLs by
+``--gate-env``/``--cache-env`` or ``GEOTOOLKIT_GATE_URL``/``GEOTOOLKIT_CACHE_URL``),
+never deeper in the package. The key never appears on the command line, in output or
+in files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from geotoolkit.display.model import summary_line
+from geotoolkit.display.sinks import progress_sink
+from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
+from geotoolkit.export import check_exportable, write_results
+from geotoolkit.orchestration.job import Columns, FrameJob
+from geotoolkit.orchestration.options import GeocodeOptions
+from geotoolkit.progress import Event, ProgressSink, Tally
+from geotoolkit.providers import PROVIDERS
+from geotoolkit.providers.nominatim import PUBLIC_NOMINATIM
+
+__all__ = ["EX_TEMPFAIL", "OPTION_FLAGS", "main"]
+
+EX_TEMPFAIL = 75  # sysexits.h: try again later
+
+DESCRIPTION = """\
+Rate-aware, fleet-polite batch geocoding: a CSV of addresses in, a GeoPackage
+(or GeoParquet) out, with every worker on one API key paced by a shared gate."""
+
+EPILOG = """\
+examples:
+  geotoolkit demo addresses.csv -o out.gpkg
+  geotoolkit geocode addresses.csv -o out.gpkg --user-agent "my-app/1.0 (me@example.org)"
+  GEOCODER_KEY=... geotoolkit geocode in.csv -o out.gpkg --provider opencage \\
+      --api-key-env GEOCODER_KEY --gate redis://gate.internal:6379/0
+
+exit status: 0 done, 1 stopped (authentication, quota, ...), 2 bad arguments,
+75 non-blocking mode asked to retry later (retry_after=<seconds> on stderr), 130 interrupted."""
+
+#: Options whose flags are written by hand (the rest come from GeocodeOptions).
+_SPECIAL = {"provider", "api_key", "gate", "cache"}
+
+
+def _option_fields() -> list[dataclasses.Field[Any]]:
+    every = GeocodeOptions.__dataclass_fields__.values()  # InitVars too
+    return [f for f in every if f.metadata.get("cli") is not None and f.name not in _SPECIAL]
+
+
+#: The GeocodeOptions fields that have a generated flag, by name.
+OPTION_FLAGS = tuple(f.name for f in _option_fields())
+
+
+def _help(f: dataclasses.Field[Any]) -> str:
+    text: str = f.metadata["doc"]
+    if "default" not in text and f.default not in (None, dataclasses.MISSING):
+        text += f" (default {f.default:g})" if isinstance(f.default, float) else \
+            f" (default {f.default})"
+    return text.replace("%", "%%")
+
+
+def _add_options(cmd: argparse.ArgumentParser) -> None:
+    group = cmd.add_argument_group("run options")
+    for f in _option_fields():
+        group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
+                           help=_help(f), **f.metadata["cli"])
+
+
+def _add_common(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("input", type=Path, help="CSV file with an address column")
+    cmd.add_argument("-o", "--output", type=Path, required=True,
+                     help="output file: .gpkg (layers geocoded and dead_letters), .parquet or "
+                          ".geoparquet")
+    cmd.add_argument("--column", default="address",
+                     help="the column holding the addresses (default: address)")
+    cmd.add_argument("--country", metavar="CC",
+                     help="flag points outside this country: an ISO alpha-2 code, or the name "
+                          "of a column of codes (default: no check)")
+    cmd.add_argument("--progress", choices=("auto", "text", "json", "none"), default="auto",
+                     help="auto: a live line when stderr is a terminal (default); json: one "
+                          "JSON object per event on stderr")
+    stores = cmd.add_argument_group("gate and cache")
+    stores.add_argument("--gate", metavar="URL",
+                        help="the fleet gate: sqlite:///path, redis://..., postgresql://..., "
+                             "memory:// (default: $GEOTOOLKIT_GATE_URL, else a SQLite file in "
+                             "your cache dir)")
+    stores.add_argument("--gate-env", metavar="VAR",
+                        help="read the gate URL from this environment variable (keeps a "
+                             "password off the command line)")
+    stores.add_argument("--cache-env", metavar="VAR",
+                        help="read the cache URL from this environment variable")
+    _add_options(cmd)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="geotoolkit", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    geo = sub.add_parser("geocode", help="geocode a CSV column into a GeoPackage",
+                         description="Geocode the addresses of a CSV file into a GeoPackage.")
+    geo.add_argument("--provider", default="nominatim", choices=sorted(PROVIDERS),
+                     help="the geocoding service (default: nominatim)")
+    geo.add_argument("--user-agent", help="names your application and a contact (required by "
+                                          "Nominatim; default: geotoolkit/<version> elsewhere)")
+    geo.add_argument("--base-url", metavar="URL",
+                     help=f"a self-hosted or compatible instance (default for nominatim: "
+                          f"{PUBLIC_NOMINATIM})")
+    geo.add_argument("--api-key-env", metavar="VAR",
+                     help="name of the environment variable holding the API key (default: none)")
+    geo.add_argument("--cache", metavar="URL|none",
+                     help="settled rows persist here, so a rerun sends only the rest: "
+                          "sqlite:///path, postgresql://..., memory:// or none (default: "
+                          "$GEOTOOLKIT_CACHE_URL, else a SQLite file in your cache dir)")
+    _add_common(geo)
+    demo = sub.add_parser("demo", help="the same job offline, against the built-in simulator",
+                          description="Geocode a CSV offline against the built-in provider "
+                                      "simulator (a real HTTP server on 127.0.0.1).")
+    demo.add_argument("--cache", metavar="URL|none", default="none",
+                      help="result cache (default: none; the simulator's answers are not kept)")
+    demo.add_argument("--limit", type=float, default=2.0,
+                      help="the simulator's own rate limit in requests/s (default 2)")
+    _add_common(demo)
+    gate = sub.add_parser("gate", help="manage a shared gate",
+                          description="Manage a shared gate.").add_subparsers(
+        dest="gate_command", required=True, metavar="ACTION")
+    init = gate.add_parser("init", help="create the gate's tables (PostgreSQL)",
+                           description="Create the gate's tables ahead of time (PostgreSQL).")
+    init.add_argument("url", help="the gate URL")
+    return parser
+
+
+def _env(var: str | None, what: str) -> str | None:
+    if var is None:
+        return None
+    value = os.environ.get(var, "").strip()
+    if not value:
+        raise ConfigurationError(f"environment variable {var} ({what}) is not set or empty")
+    return value
+
+
+def _options(args: argparse.Namespace, provider: Any, **given: Any) -> GeocodeOptions:
+    """One GeocodeOptions from the flags (absent flags keep the options' defaults)."""
+    flags = {name: getattr(args, name) for name in OPTION_FLAGS if getattr(args, name, None) is not None}
+    gate = args.gate if args.gate is not None else _env(args.gate_env, "the gate URL")
+    cache = _env(args.cache_env, "the cache URL") if args.cache_env else args.cache
+    return GeocodeOptions.from_env(provider=provider, gate=gate, cache=cache, **{**flags, **given})
+
+
+def _progress(choice: str) -> tuple[ProgressSink, Tally]:
+    tally = Tally()
+    renderer = progress_sink(choice)
+
+    def sink(event: Event) -> None:
+        tally.update(event)
+        if renderer is not None:
+            renderer(event)
+
+    return sink, tally
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+
+
+def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
+    frame = _read_csv(args.input)
+    job = FrameJob(frame, Columns.from_arguments(args.column, country=args.country), options)
+    check_exportable(job.frame, args.output)  # before anything is sent
+    sink, tally = _progress(args.progress)
+    try:
+        result = job.run_sync(sink)
+    except RateLimitError as exc:
+        if exc.retry_after is None:
+            raise
+        print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
+        return EX_TEMPFAIL
+    geocoded, letters = write_results(result, args.output)
+    flagged = tally.matched - geocoded  # matches whose coordinates failed validation
+    note = f", {flagged} flagged by validation" if flagged > 0 else ""
+    print(f"{summary_line(tally)} -> {args.output} (geocoded: {geocoded}, dead_letters: {letters}"
+          f"{note})")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from geotoolkit.providers.nominatim import Nominatim
+    from geotoolkit.testing import ProviderSimulator
+
+    with ProviderSimulator(rate_limit=args.limit) as sim:
+        print(f"simulator at {sim.url}, limited to {args.limit:g} requests/s per key",
+              file=sys.stderr)
+        provider = Nominatim(sim.url, user_agent="geotoolkit-demo/0.1")
+        rate = args.rate if args.rate is not None else args.limit
+        return _run_job(args, _options(args, provider, rate=rate))
+
+
+def _gate_init(url: str) -> int:
+    if url.split(":", 1)[0] not in ("postgresql", "postgres"):
+        print(f"nothing to initialise for {url.split(':', 1)[0]}: created on first use")
+        return 0
+    from geotoolkit.gate.postgres import init_schema
+
+    init_schema(url)
+    print("gate tables ready")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``geotoolkit`` command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (ConfigurationError, KeyError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"geotoolkit: {message}", file=sys.stderr)
+        return 2
+    except GeotoolkitError as exc:
+        print(f"geotoolkit: stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        return _demo(args)
+    if args.command == "gate":
+        return _gate_init(args.url)
+    options = _options(args, args.provider, api_key=_env(args.api_key_env, "the API key"),
+                       user_agent=args.user_agent, base_url=args.base_url)
+    return _run_job(args, options)

@@ -1,0 +1,243 @@
+"""One way through: check a frame, open the gate and the cache, run the engine, build the result.
+
+Every front end goes through here: the accessor and the command line (a frame), the
+dask front end (one frame per partition), background jobs and :func:`settle` for
+plain lists of addresses. Checks come first and open nothing: a bad column, a frame
+whose own ``lon``/``lat``/``geometry`` would be overwritten, a usage policy the run
+would break. The gate and the cache are opened by :func:`settle` only for the run,
+and closed when it ends, however it ends (objects passed in are left open).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from geotoolkit.engine import Engine, run_sync
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.gate import Gate, open_gate
+from geotoolkit.orchestration.options import GeocodeOptions
+from geotoolkit.progress import ProgressSink
+from geotoolkit.providers.policies import check_usage_policy
+from geotoolkit.results import STRUCTURED_FIELDS, Outcome, Query, query_from_value
+from geotoolkit.store import ResultStore, open_store
+from geotoolkit.urls import backend_of
+from geotoolkit.validate import require_country
+
+if TYPE_CHECKING:
+    import geopandas as gpd
+
+__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "gate_backend", "settle"]
+
+#: Keyword arguments naming structured-address columns (``country`` may also be a code).
+COLUMN_ARGUMENTS = STRUCTURED_FIELDS
+
+
+def gate_backend(gate: str | Gate | None) -> str:
+    """The backend a gate argument selects, without opening it (``None``: sqlite)."""
+    if gate is None:
+        return "sqlite"
+    if isinstance(gate, str):
+        return backend_of(gate) or ""
+    return str(getattr(gate, "backend", ""))
+
+
+# -- where the addresses are ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which columns of a frame hold the addresses.
+
+    ``text`` is a free-text column, or ``structured`` maps Query fields (street,
+    housenumber, city, county, state, postalcode) to column names. ``country`` is an
+    ISO 3166-1 alpha-2 code (every point must lie in that country), or the name of a
+    column with a code or an English country name per row (sent as the structured
+    ``country`` field too).
+    """
+
+    text: str | None = None
+    structured: Mapping[str, str] = field(default_factory=dict)
+    country: str | None = None
+
+    @classmethod
+    def from_arguments(cls, column: str | None = None, **named: str | None) -> Columns:
+        """From a front end's arguments: ``column`` and ``street=...``, ``country=...``."""
+        unknown = sorted(set(named) - set(COLUMN_ARGUMENTS))
+        if unknown:
+            raise ConfigurationError(f"unknown column arguments: {', '.join(unknown)}")
+        country = named.pop("country", None)
+        structured = {k: v for k, v in named.items() if v is not None}
+        if structured and column is not None:
+            raise ConfigurationError("give either one free-text column or structured columns, "
+                                     "not both")
+        if not structured and column is None:
+            column = "address"
+        return cls(column, structured, country)
+
+    @classmethod
+    def take(cls, column: str | None, arguments: dict[str, Any]) -> Columns:
+        """From ``column`` and the column arguments (``street=...``, ``country=...``) popped
+        out of a front end's keyword ``arguments`` (the rest are options)."""
+        named = {name: arguments.pop(name) for name in COLUMN_ARGUMENTS if name in arguments}
+        return cls.from_arguments(column, **named)
+
+    def names(self, frame_columns: Iterable[Hashable]) -> list[str]:
+        """The columns this reads in a frame with ``frame_columns``."""
+        names = [self.text] if self.text is not None else list(self.structured.values())
+        if self.country is not None and self.country in set(frame_columns):
+            names.append(self.country)
+        return [n for n in names if n is not None]
+
+
+def require_columns(frame_columns: Iterable[Hashable], names: Iterable[str]) -> None:
+    """Refuse a missing column, with a hint when only the case differs."""
+    available = [str(c) for c in frame_columns]
+    for name in names:
+        if name in available:
+            continue
+        same = [c for c in available if c.casefold() == str(name).casefold()]
+        hint = f" (did you mean {same[0]!r}?)" if same else ""
+        listing = ", ".join(available) or "(none)"
+        raise KeyError(f"column {name!r} not in the frame{hint}; available columns: {listing}")
+
+
+def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = False) -> None:
+    """Refuse a frame geotoolkit cannot geocode without losing or confusing data."""
+    duplicated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+    if duplicated:
+        raise ConfigurationError(
+            f"the frame has duplicate column names: {', '.join(map(repr, duplicated))}; "
+            "give every column a distinct name first (df.columns = [...])")
+    require_columns(frame.columns, columns.names(frame.columns))
+    ours = "geocode_status" in frame.columns  # an earlier result: its lon/lat are ours
+    theirs = [c for c in ("lon", "lat") if c in frame.columns and not ours]
+    if _has_own_geometry(frame) and not ours:
+        theirs.append("geometry")
+    if theirs and not overwrite:
+        raise ConfigurationError(
+            f"the frame already has its own {', '.join(theirs)} column(s), which the result "
+            "would replace: rename them, or pass overwrite_columns=True to replace them")
+
+
+def _has_own_geometry(frame: pd.DataFrame) -> bool:
+    name = getattr(frame, "_geometry_column_name", None)
+    if name is not None and name in frame.columns:
+        return bool((~frame[name].isna()).any())
+    return "geometry" in frame.columns
+
+
+# -- the items to send ---------------------------------------------------------------------
+
+
+def _free_text_items(values: Iterable[Any]) -> list[Query | str]:
+    """One Query (or reason string) per cell; equal strings share one Query."""
+    memo: dict[Hashable, Query | str] = {}
+    items: list[Query | str] = []
+    for value in values:
+        if isinstance(value, str):
+            item = memo.get(value)
+            if item is None:
+                item = memo[value] = query_from_value(value)
+            items.append(item)
+        else:
+            items.append(query_from_value(value))
+    return items
+
+
+def _structured_items(frame: pd.DataFrame, columns: Mapping[str, str]) -> list[Query | str]:
+    names = list(columns)
+    cells = zip(*(frame[c].tolist() for c in columns.values()), strict=True)
+    return [query_from_value(dict(zip(names, row, strict=True))) for row in cells]
+
+
+@dataclass
+class Plan:
+    """What to send (a Query or a reason per row) and the country each row must lie in."""
+
+    items: list[Query | str]
+    country: str | list[Any] | None
+
+
+def plan(frame: pd.DataFrame, columns: Columns) -> Plan:
+    """The items of ``frame`` (the columns are assumed checked)."""
+    country_column = columns.country if columns.country in set(frame.columns) else None
+    checks: str | list[Any] | None = None
+    if columns.country is not None and country_column is None:
+        checks = require_country(columns.country)
+    if columns.text is not None:
+        items = _free_text_items(frame[columns.text].tolist())
+    else:
+        fields = dict(columns.structured)
+        if country_column is not None:
+            fields["country"] = country_column
+        items = _structured_items(frame, fields)
+    if country_column is not None:
+        checks = frame[country_column].tolist()
+    return Plan(items, checks)
+
+
+# -- running -------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def opened(options: GeocodeOptions) -> Iterator[tuple[Gate, ResultStore | None]]:
+    """The run's gate and cache; what this opened is closed on exit (objects passed in stay)."""
+    with contextlib.ExitStack() as stack:
+        store = open_store(options.cache, clock=options.clock,
+                           no_match_ttl_seconds=options.no_match_ttl_seconds)
+        if store is not None and store is not options.cache and hasattr(store, "close"):
+            stack.callback(store.close)
+        gate = open_gate(options.gate, clock=options.clock)
+        if gate is not options.gate:
+            stack.callback(gate.close)
+        yield gate, store
+
+
+async def settle(items: list[Query | str], options: GeocodeOptions,
+                 progress: ProgressSink | None = None) -> list[Outcome]:
+    """Settle ``items`` (a Query, or a reason string for unusable input, each) in order."""
+    with opened(options) as (gate, store):
+        engine = Engine(options.resolved_provider, options, gate=gate, store=store)
+        return await engine.run(items, progress)
+
+
+class FrameJob:
+    """A checked geocoding run over one frame: ``await run()``, then ``result(outcomes)``.
+
+    Building it checks the frame and the provider's usage policy and opens nothing.
+    """
+
+    def __init__(self, frame: pd.DataFrame, columns: Columns, options: GeocodeOptions) -> None:
+        check_frame(frame, columns, overwrite=options.overwrite_columns)
+        check_usage_policy(options.resolved_provider, rows=len(frame),
+                           gate_backend=gate_backend(options.gate),
+                           cached=options.cache is not False)
+        self.columns, self.options = columns, options
+        self._plan = plan(frame, columns)
+        # Under copy-on-write a shallow copy is a snapshot: later edits to frame do not leak in.
+        self.frame = frame.copy(deep=False)
+
+    @property
+    def items(self) -> list[Query | str]:
+        """One Query (or the reason it cannot be sent) per row."""
+        return self._plan.items
+
+    async def run(self, progress: ProgressSink | None = None) -> list[Outcome]:
+        """Settle every row (cached rows are not sent)."""
+        return await settle(self._plan.items, self.options, progress)
+
+    def result(self, outcomes: list[Outcome]) -> gpd.GeoDataFrame:
+        """The validated EPSG:4326 GeoDataFrame for ``outcomes``."""
+        from geotoolkit.orchestration.frame import outcomes_frame
+
+        return outcomes_frame(self.frame, outcomes, country=self._plan.country)
+
+    def run_sync(self, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
+        """Run to the end from synchronous code (also inside Jupyter) and build the result."""
+        outcomes = run_sync(lambda: self.run(progress))
+        return self.result(outcomes)

@@ -1,0 +1,217 @@
+"""One configuration for every front end: :class:`GeocodeOptions`.
+
+The accessor (``df.geocode.run``), :func:`geotoolkit.geocode`, the command line, the
+dask front end and background jobs all build one ``GeocodeOptions`` at their edge
+and hand it on; nothing downstream re-declares an option. It extends the engine's
+:class:`~geotoolkit.engine.EngineSettings` (pacing, retries, deadlines) with what a
+run opens: the provider (resolved once, here), the gate and the result cache.
+Everything is validated when the object is built, before any file, socket or
+connection is opened.
+
+Environment variables are read in one place, :meth:`GeocodeOptions.from_env`:
+``GEOTOOLKIT_GATE_URL`` and ``GEOTOOLKIT_CACHE_URL`` supply the gate and the cache
+when they are not given, so a password never has to be typed into a notebook or
+onto a command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import InitVar, dataclass
+from pathlib import PurePath
+from typing import Any
+
+from geotoolkit.engine.settings import EngineSettings, option, option_docs
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.gate import Gate
+from geotoolkit.providers.base import Provider
+from geotoolkit.providers.registry import resolve_provider
+from geotoolkit.redact import redact
+from geotoolkit.store import DEFAULT_NO_MATCH_TTL_SECONDS
+from geotoolkit.urls import backend_of
+
+__all__ = ["CACHE_URL_ENV", "GATE_URL_ENV", "GeocodeOptions", "option_names", "with_options_signature"]
+
+#: The environment variables :meth:`GeocodeOptions.from_env` reads.
+GATE_URL_ENV = "GEOTOOLKIT_GATE_URL"
+CACHE_URL_ENV = "GEOTOOLKIT_CACHE_URL"
+
+_GATE_METHODS = ("reserve", "pause", "state", "record", "stats", "close")
+_STORE_METHODS = ("get_many", "put")
+
+
+def _check_gate(gate: object) -> None:
+    if gate is None:
+        return
+    if isinstance(gate, str):
+        backend = backend_of(gate)
+        if backend is None:
+            raise ConfigurationError(
+                f"unknown gate URL {redact(gate)!r}: use memory://, sqlite:///path, "
+                "redis://host:port/db or postgresql://...")
+        return
+    if not all(callable(getattr(gate, m, None)) for m in _GATE_METHODS):
+        raise ConfigurationError(f"gate must be a URL or a Gate, got {type(gate).__name__}")
+
+
+def _check_cache(cache: object) -> None:
+    if cache is None or cache is False or isinstance(cache, os.PathLike | PurePath):
+        return
+    if isinstance(cache, str):
+        if cache.strip().lower() == "none":
+            return
+        if backend_of(cache) not in ("memory", "sqlite", "postgres"):
+            raise ConfigurationError(
+                f"unknown cache URL {redact(cache)!r}: use None (the default SQLite file), False, "
+                "memory://, sqlite:///path or postgresql://...")
+        return
+    if cache is True or not all(hasattr(cache, m) for m in _STORE_METHODS):
+        raise ConfigurationError(
+            f"cache must be a URL, a path, None or False, got {type(cache).__name__}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class GeocodeOptions(EngineSettings):
+    """Everything a geocoding run needs besides its input; validated when built.
+
+    Every front end takes exactly these options as keyword arguments, so
+    ``df.geocode.run(provider=p, rate=2)`` and ``geocode(addresses, provider=p, rate=2)``
+    mean the same. The API key lives only inside the resolved provider (never in a
+    repr, an error or a file).
+
+    Examples
+    --------
+    >>> options = GeocodeOptions(provider="photon", rate=2, gate="memory://")
+    >>> options.provider
+    Photon('https://photon.komoot.io')
+    >>> GeocodeOptions(provider="photon", gate="ftp://nowhere")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: unknown gate URL 'ftp://nowhere': use memory://, \
+sqlite:///path, redis://host:port/db or postgresql://...
+    """
+
+    provider: Provider | str = option(
+        cli={"metavar": "NAME"},
+        doc="A provider instance, e.g. Nominatim(user_agent='my-app/1.0 (me@example.org)'), or a "
+            "registered name such as 'opencage' (then give api_key, user_agent, base_url).")
+    api_key: InitVar[str | None] = option(
+        None, doc="With a provider name: its API key (never shown, logged or stored in clear).")
+    user_agent: InitVar[str | None] = option(
+        None, doc="With a provider name: the User-Agent naming your application and a contact.")
+    base_url: InitVar[str | None] = option(
+        None, doc="With a provider name: a self-hosted or compatible instance.")
+    gate: str | Gate | None = option(
+        None, cli={"metavar": "URL"},
+        doc="The fleet gate shared by every worker on the key: sqlite:///path, redis://..., "
+            "postgresql://..., memory:// or a Gate; None: the SQLite file in your cache dir "
+            f"(or ${GATE_URL_ENV} through from_env).")
+    cache: Any = option(
+        None, cli={"metavar": "URL|none"},
+        doc="Where settled rows persist, so a rerun (or a run after a crash) sends only the rest: "
+            "sqlite:///path, postgresql://..., memory://, a path, a store object, False for none; "
+            f"None: the SQLite file in your cache dir (or ${CACHE_URL_ENV} through from_env).")
+    no_match_ttl_seconds: float | None = option(
+        DEFAULT_NO_MATCH_TTL_SECONDS, cli={"type": float, "metavar": "S"},
+        doc="No-matches are asked again after this long (default a week); matches never "
+            "expire; failures are never cached.")
+    overwrite_columns: bool = option(
+        False, doc="Replace the frame's own lon, lat or geometry columns with the geocoded "
+                   "ones; without it such a frame is refused (nothing of yours is overwritten "
+                   "in silence).")
+
+    def __post_init__(self, api_key: str | None, user_agent: str | None,
+                      base_url: str | None) -> None:
+        super().__post_init__()
+        resolved = resolve_provider(self.provider, api_key=api_key, user_agent=user_agent,
+                                    base_url=base_url)
+        object.__setattr__(self, "provider", resolved)
+        _check_gate(self.gate)
+        _check_cache(self.cache)
+        if not isinstance(self.overwrite_columns, bool):
+            raise ConfigurationError("overwrite_columns must be True or False")
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{f}={getattr(self, f)!r}" for f in _shown_fields(self))
+        return redact(f"GeocodeOptions({shown})")
+
+    @property
+    def resolved_provider(self) -> Provider:
+        """The provider instance (``provider`` after resolution)."""
+        assert not isinstance(self.provider, str)
+        return self.provider
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> GeocodeOptions:
+        """Build options, taking the gate and cache URLs from the environment when not given.
+
+        ``$GEOTOOLKIT_GATE_URL`` fills ``gate`` and ``$GEOTOOLKIT_CACHE_URL`` fills
+        ``cache`` when they are absent or ``None``.
+        """
+        _check_names(options)
+        env = os.environ if environ is None else environ
+        for name, var in (("gate", GATE_URL_ENV), ("cache", CACHE_URL_ENV)):
+            if options.get(name) is None and env.get(var, "").strip():
+                options[name] = env[var].strip()
+        return cls(**options)
+
+
+GeocodeOptions.__doc__ = option_docs(GeocodeOptions)
+
+
+def _shown_fields(options: GeocodeOptions) -> list[str]:
+    """The fields that differ from their defaults (the provider always), seams hidden."""
+    shown = []
+    for f in dataclasses.fields(options):
+        if f.metadata.get("seam"):
+            continue
+        value = getattr(options, f.name)
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING \
+            else f.default
+        if f.name == "provider" or value != default:
+            shown.append(f.name)
+    return shown
+
+
+def _check_names(options: Mapping[str, Any]) -> None:
+    """Refuse an unknown option by name, suggesting the closest known one."""
+    import difflib
+
+    known = option_names()
+    for name in options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigurationError(f"unknown option {name!r}{hint}; the options are "
+                                     f"{', '.join(known)}")
+
+
+def option_names() -> tuple[str, ...]:
+    """Every keyword :class:`GeocodeOptions` accepts, in signature order."""
+    import inspect
+
+    return tuple(inspect.signature(GeocodeOptions).parameters)
+
+
+def with_options_signature(func: Any, *, columns: bool = False) -> Any:
+    """Give ``func`` (which takes ``**options``) a signature listing every option (and, with
+    ``columns``, the structured column arguments), so ``help()``, IDEs and notebook tab
+    completion show them all while the options stay declared once, here.
+    """
+    import inspect
+
+    from geotoolkit.results import STRUCTURED_FIELDS
+
+    own = inspect.signature(func)
+    params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    if columns:
+        params += [inspect.Parameter(name, keyword, default=None, annotation="str | None")
+                   for name in STRUCTURED_FIELDS]
+    taken = {p.name for p in params}
+    params += [p.replace(kind=keyword)
+               for p in inspect.signature(GeocodeOptions).parameters.values() if p.name not in taken]
+    func.__signature__ = own.replace(parameters=params)
+    return func

@@ -1,0 +1,139 @@
+"""Terminal renderers: the one-line TextProgress, JSON lines and the summary line."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from geotoolkit.display.model import summary_line
+from geotoolkit.display.sinks import progress_sink
+from geotoolkit.display.text import JsonLinesProgress, TextProgress
+from geotoolkit.progress import (
+    BatchFinished,
+    BatchStarted,
+    FleetSampled,
+    ItemFinished,
+    Tally,
+    Throttled,
+)
+from geotoolkit.redact import redact
+
+pytestmark = pytest.mark.widget
+
+HOST = "geo.example.org"
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_text() -> tuple[TextProgress, io.StringIO, FakeTime]:
+    stream, clock = io.StringIO(), FakeTime()
+    return TextProgress(stream, time_fn=clock), stream, clock
+
+
+def last_line(stream: io.StringIO) -> str:
+    return stream.getvalue().split("\r")[-1].rstrip()
+
+
+def test_text_line_shows_progress_and_estimated_pace() -> None:
+    text, stream, clock = make_text()
+    text(BatchStarted(total=4, unique=4, rate=2.0, host=HOST, at=0.0))
+    clock.now = 1.0
+    text(ItemFinished(status="matched", attempts=1, at=1.0))
+    assert last_line(stream) == "geocoding 1/4 (25%) 1.0 rows/s ETA 3 s | pace 1.0/2 req/s, 429s 0%"
+
+
+def test_text_line_shows_pause_countdown_with_cause() -> None:
+    text, stream, clock = make_text()
+    text(BatchStarted(total=4, unique=4, rate=2.0, host=HOST, at=0.0))
+    clock.now = 1.0
+    text(Throttled(wait_seconds=12.0, cause="retry-after", host=HOST, retry_after=12.0, at=1.0))
+    assert last_line(stream).endswith(f"| paused 12 s: Retry-After from {HOST}: 12 s")
+
+
+def test_text_line_shows_fleet_gauge_when_sampled() -> None:
+    text, stream, clock = make_text()
+    text(BatchStarted(total=10, unique=10, rate=20.0, host=HOST, at=0.0))
+    clock.now = 1.0
+    text(FleetSampled(pace=19.8, allowed_rate=20.0, requests=50, successes=49, throttled=1,
+                      window_seconds=5.0, workers_active=2, at=1.0))
+    assert "| fleet 19.8/20 req/s, 429s 2%, 2 workers" in last_line(stream)
+
+
+def test_text_redraws_at_most_ten_times_a_second_and_always_finishes() -> None:
+    text, stream, clock = make_text()
+    text(BatchStarted(total=50, unique=50, host=HOST))
+    for i in range(50):
+        clock.now += 0.001
+        text(ItemFinished(status="matched", at=0.01 * (i + 1)))
+    assert stream.getvalue().count("\r") == 1  # everything within 0.05 s: one redraw
+    text(BatchFinished(50, 0, 0, elapsed_seconds=0.5))
+    out = stream.getvalue()
+    assert out.count("\r") == 2 and out.endswith("\n")
+    assert last_line(stream) == "50/50 rows: 50 matched, 0 no match, 0 failed; 0 throttled; 0.5 s; done"
+
+
+def test_shorter_line_erases_the_longer_one_before_it() -> None:
+    text, stream, clock = make_text()
+    text(BatchStarted(total=2, unique=2, rate=1.0, host=HOST))
+    clock.now = 1.0
+    text(Throttled(wait_seconds=9.0, cause="retry-after", host=HOST, retry_after=9.0))
+    long_line = stream.getvalue().split("\r")[-1]
+    clock.now = 20.0
+    text(ItemFinished(status="matched", at=20.0))
+    short = stream.getvalue().split("\r")[-1]
+    assert len(short) >= len(long_line) and "paused" not in short
+
+
+def test_json_lines_one_object_per_event_with_secrets_redacted() -> None:
+    stream = io.StringIO()
+    sink = JsonLinesProgress(stream)
+    sink(BatchStarted(total=1, unique=1, host=HOST))
+    sink(BatchFinished(0, 0, 1, elapsed_seconds=0.1,
+                       error=f"AuthenticationError: https://{HOST}/search?key=hunter2"))
+    records = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [r["event"] for r in records] == ["BatchStarted", "BatchFinished"]
+    assert records[0]["total"] == 1 and records[0]["host"] == HOST
+    assert "hunter2" not in stream.getvalue() and "key=***" in records[1]["error"]
+
+
+def test_summary_line_states() -> None:
+    tally = Tally()
+    tally.update(BatchStarted(total=3, unique=3))
+    tally.update(ItemFinished(status="matched", at=2.0))
+    assert summary_line(tally).endswith("; running")
+    tally.update(BatchFinished(1, 0, 0, elapsed_seconds=2.0, error="QuotaExceededError: daily cap"))
+    assert summary_line(tally).endswith("; stopped: QuotaExceededError: daily cap")
+
+
+def test_redact_hides_keys_and_userinfo() -> None:
+    text = redact("https://bob:pw@h.example/s?q=a&api_key=XYZ&token=T0K https://h2/x?key=K")
+    assert all(s not in text for s in ("pw", "XYZ", "T0K", "key=K"))
+    assert "q=a" in text
+
+
+def test_progress_sink_choices() -> None:
+    assert progress_sink(False) is None
+    assert isinstance(progress_sink("text"), TextProgress)
+    assert isinstance(progress_sink("json"), JsonLinesProgress)
+    with pytest.raises(ValueError, match="progress must be"):
+        progress_sink("fancy")
+
+
+def test_adapted_rate_is_rounded_and_countdown_never_shows_zero() -> None:
+    text, stream, clock = make_text()
+    text(BatchStarted(total=10, unique=10, rate=5.0, host=HOST, at=0.0))
+    clock.now = 1.0
+    text(FleetSampled(pace=3.04, allowed_rate=3.50076, requests=12, successes=10, throttled=2,
+                      window_seconds=4.0, pause_remaining=0.4, pause_cause="fleet pacing",
+                      workers_active=1, at=1.0))
+    line = last_line(stream)
+    assert "fleet 3.0/3.5 req/s, 429s 17%, 1 worker" in line
+    assert line.endswith("| paused 1 s: fleet pacing")

@@ -1,0 +1,149 @@
+"""The CLI end to end: CSV -> GeoPackage through the accessor, against the simulator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyogrio
+import pytest
+
+from geotoolkit.frontends.cli import main
+from geotoolkit.testing import ProviderSimulator
+
+SECRET = "sk-live-0123456789abcdef-secret"
+ADDRESSES = ["Städtle 38, 9490 Vaduz, Liechtenstein", "Landstrasse 19, 9494 Schaan",
+             "Irgendwo 7, 9490 Vaduz", "Nowhere Lane 1", "", "Städtle 38, 9490 Vaduz, Liechtenstein",
+             "Broken 1 #malformed"]
+
+
+@pytest.fixture
+def sim() -> Iterator[ProviderSimulator]:
+    with ProviderSimulator(valid_keys={SECRET}) as simulator:
+        yield simulator
+
+
+@pytest.fixture
+def csv_path(tmp_path: Path) -> Path:
+    path = tmp_path / "in.csv"
+    pd.DataFrame({"id": range(len(ADDRESSES)), "address": ADDRESSES}).to_csv(path, index=False)
+    return path
+
+
+def _argv(sim: ProviderSimulator, csv_path: Path, out: Path, *extra: str) -> list[str]:
+    return ["geocode", str(csv_path), "-o", str(out), "--base-url", sim.url,
+            "--user-agent", "geotoolkit-tests/1.0 (tests@example.org)",
+            "--api-key-env", "GTK_TEST_KEY", "--gate", "memory://", "--progress", "json", *extra]
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GTK_TEST_KEY", SECRET)
+
+
+def test_csv_to_geopackage(sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    out, cache = tmp_path / "out.gpkg", tmp_path / "cache.sqlite"
+    assert main(_argv(sim, csv_path, out, "--cache", f"sqlite:///{cache}")) == 0
+    captured = capsys.readouterr()
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    letters = pyogrio.read_dataframe(out, layer="dead_letters", read_geometry=False)
+    assert len(geocoded) + len(letters) == len(ADDRESSES)
+    assert geocoded.crs.to_epsg() == 4326
+    for _, row in geocoded.iterrows():
+        expected = sim.expected(ADDRESSES[int(row["id"])])
+        assert (row["lon"], row["lat"]) == expected == (row.geometry.x, row.geometry.y)
+    assert sorted(geocoded["id"].astype(int)) == [0, 1, 2, 5]
+    assert dict(zip(letters["id"].astype(int), letters["geocode_status"], strict=True)) == {
+        3: "no_match", 4: "failed", 6: "failed"}
+    assert "7/7 rows: 4 matched, 1 no match, 2 failed" in captured.out
+    assert "(geocoded: 4, dead_letters: 3)" in captured.out
+    assert '"event": "BatchFinished"' in captured.err
+    assert all(r.key == SECRET for r in sim.requests)  # the key was used ...
+    for blob in (out.read_bytes(), cache.read_bytes(), captured.out.encode(), captured.err.encode()):
+        assert SECRET.encode() not in blob  # ... and appears nowhere
+
+
+def test_a_rerun_resumes_from_the_cache(sim: ProviderSimulator, csv_path: Path,
+                                        tmp_path: Path) -> None:
+    cache = f"sqlite:///{tmp_path}/cache.sqlite"
+    assert main(_argv(sim, csv_path, tmp_path / "one.gpkg", "--cache", cache)) == 0
+    sent = len(sim.requests)
+    assert sent == 5  # the duplicate once, the empty cell never
+    assert main(_argv(sim, csv_path, tmp_path / "two.gpkg", "--cache", cache)) == 0
+    assert [r.query for r in sim.requests[sent:]] == ["broken 1 #malformed"]  # only the failure
+
+
+def test_cache_none_sends_everything_again(sim: ProviderSimulator, csv_path: Path,
+                                           tmp_path: Path) -> None:
+    assert main(_argv(sim, csv_path, tmp_path / "one.gpkg", "--cache", "none")) == 0
+    assert main(_argv(sim, csv_path, tmp_path / "two.gpkg", "--cache", "none")) == 0
+    assert len(sim.requests) == 10
+    assert not list(tmp_path.glob("*.sqlite"))
+
+
+def test_country_flag_sends_outsiders_to_the_dead_letters(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "jp.gpkg"
+    assert main(_argv(sim, csv_path, out, "--cache", "none", "--country", "JP")) == 0
+    letters = pyogrio.read_dataframe(out, layer="dead_letters", read_geometry=False)
+    assert len(letters) == len(ADDRESSES)
+    assert letters["geocode_reason"].str.startswith("outside JP").sum() == 4
+    assert "(geocoded: 0, dead_letters: 7, 4 flagged by validation)" in capsys.readouterr().out
+
+
+def test_missing_column_exits_2(sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(_argv(sim, csv_path, tmp_path / "x.gpkg", "--column", "street", "--cache", "none"))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "column 'street' not in the frame" in err and "id, address" in err
+    assert sim.requests == [] and not (tmp_path / "x.gpkg").exists()
+
+
+def test_unknown_country_or_cache_exits_2(sim: ProviderSimulator, csv_path: Path,
+                                          tmp_path: Path) -> None:
+    assert main(_argv(sim, csv_path, tmp_path / "x.gpkg", "--country", "XX")) == 2
+    assert main(_argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "ftp://nope")) == 2
+    assert sim.requests == []
+
+
+def test_max_wait_exits_75_with_retry_after(sim: ProviderSimulator, csv_path: Path,
+                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(_argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "none", "--rate", "0.5",
+                      "--concurrency", "1", "--max-wait-seconds", "0.1"))
+    assert code == 75
+    assert "retry_after=" in capsys.readouterr().err
+    assert len(sim.requests) == 1
+
+
+def test_demo_runs_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = Path(__file__).resolve().parents[3] / "notebooks" / "data" / "addresses.csv"
+    out = tmp_path / "demo.gpkg"
+    assert main(["demo", str(data), "-o", str(out), "--limit", "200", "--progress", "none"]) == 0
+    rows = len(pd.read_csv(data))
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    letters = pyogrio.read_dataframe(out, layer="dead_letters", read_geometry=False)
+    assert len(geocoded) + len(letters) == rows and len(geocoded) > 0
+    assert f"{rows}/{rows} rows" in capsys.readouterr().out
+
+
+def test_provider_by_name(sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+                          capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "liq.gpkg"
+    argv = ["geocode", str(csv_path), "-o", str(out), "--provider", "locationiq",
+            "--base-url", sim.url, "--api-key-env", "GTK_TEST_KEY", "--gate", "memory://",
+            "--cache", "none", "--progress", "none", "--rate", "100"]
+    assert main(argv) == 0
+    assert {r.key for r in sim.requests} == {SECRET}
+    assert SECRET not in capsys.readouterr().out and SECRET.encode() not in out.read_bytes()
+    assert len(pyogrio.read_dataframe(out, layer="geocoded")) == 4
+
+
+def test_nominatim_without_a_user_agent_is_refused(csv_path: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["geocode", str(csv_path), "-o", str(tmp_path / "x.gpkg"), "--gate", "memory://"]
+    assert main(argv) == 2
+    assert "user_agent" in capsys.readouterr().err

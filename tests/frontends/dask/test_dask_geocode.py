@@ -1,0 +1,295 @@
+"""geotoolkit.dask on a real multi-process LocalCluster, paced through a shared Redis gate.
+
+One cluster (two worker processes, one thread each) serves the whole module: starting
+it and importing geotoolkit on its workers is most of the cost. Every test uses its own
+simulator, so its gate key (the simulator's host:port) and cache keys are its own.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import os
+import pickle
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import pandas as pd
+import pytest
+
+from geotoolkit import ConfigurationError
+from geotoolkit import dask as gdask
+from geotoolkit.providers import Nominatim
+from geotoolkit.results import normalise_address
+from geotoolkit.testing import KNOWN_ADDRESSES, ProviderSimulator
+
+dd = pytest.importorskip("dask.dataframe")
+distributed = pytest.importorskip("distributed")
+
+pytestmark = pytest.mark.dask
+
+UA = "geotoolkit-tests/1.0 (tests@example.org)"
+WORKERS = 2
+RATE = 20.0
+# Known addresses match exactly; the others get stable hashed coordinates.
+ADDRESSES = [k.address for k in KNOWN_ADDRESSES] + [f"Teststrasse {i}, 9490 Vaduz" for i in range(40)]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", silence_logs=logging.CRITICAL)
+    dask_client = distributed.Client(cluster)
+    try:
+        dask_client.run(_warm_up)
+        yield dask_client
+    finally:
+        dask_client.close()
+        cluster.close()
+
+
+def _warm_up() -> None:
+    """Import on a worker what a partition needs, so a cold import does not delay a send."""
+    import importlib
+
+    for name in ("geopandas", "httpx", "redis", "geotoolkit.frontends.accessor", "geotoolkit.frontends.dask",
+                 "geotoolkit.orchestration.frame", "geotoolkit.gate.redis", "geotoolkit.store.sqlite"):
+        importlib.import_module(name)
+
+
+class Arrivals:
+    """A simulator clock that signals once ``n`` requests have arrived."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen, self.reached = n, 0, threading.Event()
+
+    def __call__(self) -> float:
+        self.seen += 1  # called under the simulator's lock, once per request
+        if self.seen >= self.n:
+            self.reached.set()
+        return time.time()
+
+
+@pytest.fixture
+def redis_gate(redis_url: str) -> Iterator[Callable[[ProviderSimulator], str]]:
+    """The Redis gate URL; the keys of the simulators it was used with are deleted after."""
+    import redis
+
+    used: list[str] = []
+
+    def gate_for(sim: ProviderSimulator) -> str:
+        used.append(f"geotoolkit:127.0.0.1:{sim.port}:*")
+        return redis_url
+
+    yield gate_for
+    conn = redis.Redis.from_url(redis_url)
+    try:
+        for pattern in used:
+            stale = list(conn.scan_iter(pattern))
+            if stale:
+                conn.delete(*stale)
+    finally:
+        conn.close()
+
+
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame({"address": ADDRESSES, "n": range(len(ADDRESSES))},
+                        index=pd.Index([f"r{i}" for i in range(len(ADDRESSES))], name="id"))
+
+
+def _max_in_window(times: list[float], window: float) -> int:
+    ordered = sorted(times)
+    return max(bisect.bisect_left(ordered, t + window) - i for i, t in enumerate(ordered))
+
+
+def test_partitions_share_the_fleet_pace_and_match_a_single_process_run(
+        client: Any, redis_gate: Callable[[ProviderSimulator], str], tmp_path: Path) -> None:
+    df = _frame()
+    with ProviderSimulator() as sim:
+        provider = Nominatim(sim.url, user_agent=UA)
+        alone = df.geocode.run("address", provider=provider, gate="memory://", rate=None,
+                               cache=False, progress=False)
+        sim.reset()
+        lazy = gdask.geocode(dd.from_pandas(df, npartitions=6, sort=False), "address", provider="nominatim",
+                             base_url=sim.url, user_agent=UA, gate=redis_gate(sim),
+                             cache=f"sqlite:///{tmp_path}/results.sqlite", rate=RATE,
+                             concurrency=1)
+        out = lazy.compute()
+        sent = sim.requests
+    assert len(sent) == len(df) and {r.status for r in sent} == {200}
+    times = [r.time for r in sent]
+    # Paced as one fleet, the 60 sends take ~3 s; two workers pacing alone would take ~1.5 s.
+    # (A send trails its reserved slot when its worker is slow to wake, so allow some.)
+    assert max(times) - min(times) >= 0.6 * (len(sent) - 1) / RATE
+    # The gate spaces the reserved slots; a send trails its slot when its process stalls
+    # (GIL, a cold code path), landing closer to the next one. With concurrency=1 each
+    # worker holds one reservation at a time: allow one such straggler per worker.
+    assert _max_in_window(times, 1.0) <= RATE + WORKERS
+    assert list(out.index) == list(df.index) and list(out["n"]) == list(df["n"])
+    assert (out["geocode_status"] == "matched").all()
+    assert out[["lon", "lat"]].to_numpy().tolist() == alone[["lon", "lat"]].to_numpy().tolist()
+    assert out.loc["r0", ["lon", "lat"]].tolist() == list(sim.expected(ADDRESSES[0]) or ())
+
+
+@pytest.mark.postgres
+def test_a_killed_worker_loses_nothing_and_settled_rows_are_not_sent_again(
+        client: Any, redis_gate: Callable[[ProviderSimulator], str], postgres_dsn: str) -> None:
+    arrivals = Arrivals(len(ADDRESSES) // 3)
+    df = _frame()
+    with ProviderSimulator(clock=arrivals) as sim, _postgres_rows(postgres_dsn, sim) as stored:
+        lazy = gdask.geocode(dd.from_pandas(df, npartitions=4, sort=False), "address",
+                             provider=Nominatim(sim.url, user_agent=UA), gate=redis_gate(sim),
+                             cache=postgres_dsn, rate=RATE, concurrency=2)
+        pids = client.run(os.getpid)
+        future = client.compute(lazy)
+        assert arrivals.reached.wait(30), "the job never got going"
+        busy = [w for w, tasks in client.processing().items() if tasks] or list(pids)
+        settled = stored()
+        os.kill(pids[busy[0]], signal.SIGKILL)  # mid-partition, as a crash would
+        out = future.result(timeout=60)
+        sent = Counter(normalise_address(r.params["q"]) for r in sim.requests if r.status == 200)
+    assert pids[busy[0]] not in client.run(os.getpid).values()  # it really died
+    assert set(out["geocode_status"]) == {"matched"} and list(out.index) == list(df.index)
+    assert settled and all(sent[a] == 1 for a in settled)  # settled before the kill: sent once
+    assert set(sent) == {normalise_address(a) for a in ADDRESSES}
+    # At most the requests in flight on the killed worker (concurrency 2) were repeated.
+    assert sum(sent.values()) <= len(ADDRESSES) + 2
+
+
+@contextlib.contextmanager
+def _postgres_rows(dsn: str, sim: ProviderSimulator) -> Iterator[Callable[[], set[str]]]:
+    """A reader of the addresses the shared PostgreSQL cache holds for ``sim``; deleted after."""
+    import psycopg
+
+    prefix = Nominatim(sim.url, user_agent=UA).cache_namespace() + ":"
+
+    def stored() -> set[str]:
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute("SELECT key FROM geotoolkit_results WHERE starts_with(key, %s)",
+                                (prefix,)).fetchall()
+        return {key[len(prefix):] for (key,) in rows}
+
+    try:
+        yield stored
+    finally:
+        with psycopg.connect(dsn) as conn:
+            conn.execute("DELETE FROM geotoolkit_results WHERE starts_with(key, %s)", (prefix,))
+
+
+def test_a_memory_gate_or_cache_is_refused_before_anything_runs(client: Any) -> None:
+    ddf = dd.from_pandas(_frame(), npartitions=2)
+    provider = Nominatim("http://127.0.0.1:9", user_agent=UA)
+    with pytest.raises(ConfigurationError, match=r"memory:// gate .* each partition"):
+        gdask.geocode(ddf, provider=provider, gate="memory://", cache=False)
+    with pytest.raises(ConfigurationError, match="memory:// cache"):
+        gdask.geocode(ddf, provider=provider, gate="sqlite:///g.sqlite", cache="memory://")
+    with pytest.raises(ConfigurationError, match="need a gate"):
+        gdask.geocode(ddf, provider=provider, gate=False, cache=False)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="as a URL"):
+        gdask.geocode(ddf, provider=provider, gate=object(), cache=False)  # type: ignore[arg-type]
+
+
+class _TwoHostClient:
+    """Just enough of ``distributed.Client`` to describe workers on two machines."""
+
+    def scheduler_info(self, n_workers: int = 5) -> dict[str, Any]:
+        assert n_workers == -1  # every worker, not the first five
+        return {"workers": {"tcp://10.0.0.1:4001": {"host": "10.0.0.1"},
+                            "tcp://10.0.0.1:4002": {"host": "10.0.0.1"},
+                            "tcp://10.0.0.2:4001": {"host": "10.0.0.2"}}}
+
+
+def test_sqlite_is_refused_when_workers_span_hosts(client: Any) -> None:
+    ddf = dd.from_pandas(_frame(), npartitions=2)
+    provider = Nominatim("http://127.0.0.1:9", user_agent=UA)
+    two_hosts = _TwoHostClient()
+    with pytest.raises(ConfigurationError, match=r"SQLite gate .* 2 hosts"):
+        gdask.geocode(ddf, provider=provider, gate="sqlite:///g.sqlite", cache=False,
+                      client=two_hosts)
+    with pytest.raises(ConfigurationError, match=r"SQLite cache .* 2 hosts"):
+        gdask.geocode(ddf, provider=provider, gate="redis://127.0.0.1:6379/15", cache=None,
+                      client=two_hosts)
+    lazy = gdask.geocode(ddf, provider=provider, gate="redis://127.0.0.1:6379/15",
+                         cache="postgresql://postgres@127.0.0.1/test", client=two_hosts)
+    assert list(lazy.columns[-7:]) == ["lon", "lat", "geocode_status", "geocode_label",
+                                       "geocode_provider", "geocode_reason", "geocode_attempts"]
+    # The real LocalCluster is one host: SQLite is fine there.
+    gdask.geocode(ddf, provider=provider, gate="sqlite:///g.sqlite", cache=False)
+
+
+def test_providers_travel_with_the_options_without_showing_the_key() -> None:
+    ddf = dd.from_pandas(_frame(), npartitions=1)
+    lazy = gdask.geocode(ddf, provider="nominatim", base_url="http://127.0.0.1:9", user_agent=UA,
+                         api_key="s3cret-key", gate="sqlite:///g.sqlite", cache=False)
+    assert "s3cret" not in repr(lazy) and "s3cret" not in str(lazy.dask)
+
+    unpicklable = Nominatim("http://127.0.0.1:9", user_agent=UA)
+    unpicklable.lock = threading.Lock()  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        pickle.dumps(unpicklable)
+    with pytest.raises(ConfigurationError, match="by name"):
+        gdask.geocode(ddf, provider=unpicklable, gate="sqlite:///g.sqlite", cache=False)
+    with pytest.raises(ConfigurationError, match=r"unknown option .progress."):
+        gdask.geocode(ddf, provider="nominatim", base_url="http://127.0.0.1:9", user_agent=UA,
+                      gate="sqlite:///g.sqlite", cache=False, progress=True)
+    with pytest.raises(KeyError, match="'street'"):
+        gdask.geocode(ddf, None, provider="nominatim", base_url="http://127.0.0.1:9",
+                      user_agent=UA, gate="sqlite:///g.sqlite", cache=False, street="street")
+
+
+def test_docstring_examples_run() -> None:
+    import doctest
+
+    result = doctest.testmod(gdask)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_to_geodataframe_builds_points_from_lon_lat_for_matches_only() -> None:
+    frame = pd.DataFrame({"lon": [9.5, float("nan")], "lat": [47.1, float("nan")],
+                          "geocode_status": ["matched", "no_match"]}, index=["a", "b"])
+    gdf = gdask.to_geodataframe(dd.from_pandas(frame, npartitions=1))
+    assert gdf.crs.to_epsg() == 4326 and list(gdf.index) == ["a", "b"]
+    assert (gdf.geometry["a"].x, gdf.geometry["a"].y) == (9.5, 47.1)
+    assert gdf.geometry["b"] is None or gdf.geometry["b"].is_empty
+
+
+def _load_recipe(name: str, directory: Path) -> Any:
+    """The docs/recipes.md block that starts with ``# file: <name>``, imported as a module."""
+    import importlib.util
+    import re
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "recipes.md").read_text()
+    [source] = [b for b in re.findall(r"```python\n(.*?)```", text, re.S)
+                if b.startswith(f"# file: {name}\n")]
+    path = directory / name
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"geotoolkit_recipe_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_dask_recipe_writes_every_row_to_geoparquet(
+        client: Any, redis_gate: Callable[[ProviderSimulator], str], tmp_path: Path) -> None:
+    recipe = _load_recipe("dask_geocode.py", tmp_path)
+    addresses = ADDRESSES[:12]
+    source, target = tmp_path / "addresses.csv", tmp_path / "out.parquet"
+    pd.DataFrame({"address": addresses}).to_csv(source, index=False)
+    with ProviderSimulator() as sim:
+        counts = recipe.geocode_table(str(source), str(target), base_url=sim.url, user_agent=UA,
+                                      gate=redis_gate(sim), cache=f"sqlite:///{tmp_path}/c.sqlite",
+                                      rate=50, partitions=3)
+        sent = Counter(r.params["q"] for r in sim.requests)
+    assert counts == (len(addresses), 0) and sent == Counter(addresses)
+    back = gpd.read_parquet(target)
+    assert list(back.index) == list(range(len(addresses))) and back.crs.to_epsg() == 4326
+    assert list(back["address"]) == addresses
+    assert [(p.x, p.y) for p in back.geometry] == [sim.expected(a) for a in addresses]

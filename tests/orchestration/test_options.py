@@ -1,0 +1,145 @@
+"""GeocodeOptions: one frozen, validated configuration, taken whole by every front end."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import pickle
+from pathlib import Path
+
+import pytest
+
+from geotoolkit import ConfigurationError
+from geotoolkit.engine import EngineSettings
+from geotoolkit.frontends import accessor, addresses, cli
+from geotoolkit.frontends import dask as gdask
+from geotoolkit.gate import Cap
+from geotoolkit.orchestration.job import COLUMN_ARGUMENTS
+from geotoolkit.orchestration.options import GeocodeOptions, option_names
+from geotoolkit.policy import RatePolicy
+from geotoolkit.providers import Nominatim, OpenCage
+
+SECRET = "sk-test-0123456789abcdef"
+AGENT = "geotoolkit-tests/1.0 (tests@example.org)"
+
+
+def test_a_provider_by_name_is_resolved_once_with_the_registry_rate() -> None:
+    options = GeocodeOptions(provider="opencage", api_key=SECRET, gate="memory://")
+    assert isinstance(options.provider, OpenCage)
+    assert options.resolved_provider.default_rate == 1.0
+    assert SECRET not in repr(options) and SECRET not in repr(options.provider)
+
+
+def test_a_missing_key_or_a_non_provider_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="api_key"):
+        GeocodeOptions(provider="google")
+    with pytest.raises(ConfigurationError, match="name such as"):
+        GeocodeOptions(provider=42)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="constructor"):
+        GeocodeOptions(provider=OpenCage(api_key=SECRET), api_key="other")
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("concurrency", 0, "concurrency"), ("concurrency", 2.5, "concurrency"),
+    ("max_attempts", True, "max_attempts"), ("rate", -1.0, "rate"), ("rate", "fast", "rate"),
+    ("request_deadline_seconds", 0, "request_deadline_seconds"),
+    ("max_response_bytes", 0, "max_response_bytes"),
+    ("max_wait_seconds", float("nan"), "max_wait_seconds"), ("cap", -3, "cap"),
+    ("gate", "ftp://nowhere", "gate URL"), ("cache", "mongodb://x", "cache URL"),
+    ("cache", True, "cache must be"), ("overwrite_columns", "yes", "overwrite_columns"),
+])
+def test_bad_values_are_refused_when_built(name: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        GeocodeOptions(provider="photon", **{name: value})
+
+
+def test_values_are_normalised() -> None:
+    options = GeocodeOptions(provider="photon", rate=2, cap=100)
+    assert options.rate == RatePolicy(rate=2.0) and options.cap == Cap(100, "day")
+    assert dataclasses.replace(options, rate=5).rate == RatePolicy(rate=5.0)
+
+
+def test_validation_opens_nothing(tmp_path: Path) -> None:
+    cache = tmp_path / "cache.sqlite"
+    with pytest.raises(ConfigurationError):
+        GeocodeOptions(provider="photon", cache=f"sqlite:///{cache}", gate="sqlite:///x",
+                       concurrency=0)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_repr_hides_passwords_and_shows_what_differs() -> None:
+    options = GeocodeOptions(provider="photon", gate="redis://:hunter2@127.0.0.1:6379/0?x=1",
+                             cache="postgresql://u:pw2@db/x?password=pw2", rate=3)
+    text = repr(options)
+    assert "hunter2" not in text and "pw2" not in text
+    assert "rate=RatePolicy(rate=3.0" in text and "concurrency" not in text
+
+
+def test_from_env_supplies_gate_and_cache_only_when_not_given() -> None:
+    env = {"GEOTOOLKIT_GATE_URL": "memory://", "GEOTOOLKIT_CACHE_URL": "memory://"}
+    options = GeocodeOptions.from_env(env, provider="photon")
+    assert (options.gate, options.cache) == ("memory://", "memory://")
+    options = GeocodeOptions.from_env(env, provider="photon", gate="sqlite:///g", cache=False)
+    assert (options.gate, options.cache) == ("sqlite:///g", False)
+
+
+def test_options_are_picklable_for_dask_workers() -> None:
+    options = GeocodeOptions(provider=Nominatim("http://127.0.0.1:9", user_agent=AGENT,
+                                                api_key=SECRET), gate="memory://")
+    back = pickle.loads(pickle.dumps(options))
+    assert repr(back) == repr(options) and back.provider.gate_key == options.provider.gate_key
+
+
+def test_engine_settings_are_a_base_of_the_options() -> None:
+    settings = {f.name for f in dataclasses.fields(EngineSettings)}
+    assert settings <= set(option_names()) and issubclass(GeocodeOptions, EngineSettings)
+
+
+def test_every_option_is_documented_once_on_the_object() -> None:
+    doc = GeocodeOptions.__doc__ or ""
+    for name in option_names():
+        assert f"\n    {name}\n" in doc, name
+
+
+# -- every front end takes exactly the options ----------------------------------------------
+
+
+def _keywords(func: object, own: set[str]) -> set[str]:
+    return set(inspect.signature(func).parameters) - own  # type: ignore[arg-type]
+
+
+def test_front_ends_accept_exactly_the_options() -> None:
+    options, columns = set(option_names()), set(COLUMN_ARGUMENTS)
+    assert _keywords(accessor.GeocodeAccessor.run,
+                     {"self", "column", "progress", "background", *columns}) == options
+    assert _keywords(addresses.geocode, {"addresses", "progress"}) == options
+    assert _keywords(gdask.geocode, {"ddf", "column", "client", *columns}) == options
+
+
+def test_the_cli_has_a_flag_for_every_option_that_has_one() -> None:
+    fields = GeocodeOptions.__dataclass_fields__.values()
+    with_flags = {f.name for f in fields if f.metadata.get("cli") is not None}
+    parser = cli._parser()
+    geocode = parser._subparsers._group_actions[0].choices["geocode"]  # type: ignore[union-attr]
+    dests = {a.dest for a in geocode._actions}
+    assert with_flags <= dests
+    seams = {f.name for f in fields if f.metadata.get("seam")}
+    assert not seams & dests  # test seams never reach the command line
+
+
+def test_tab_completion_in_a_notebook_shows_the_options() -> None:
+    pd = pytest.importorskip("pandas")
+    interactiveshell = pytest.importorskip("IPython.core.interactiveshell")
+    from IPython.core.completer import provisionalcompleter
+
+    shell = interactiveshell.InteractiveShell.instance()
+    try:
+        shell.user_ns["df"] = pd.DataFrame({"address": ["Vaduz"]})
+        for typed, wanted in (("df.geocode.run(max_att", "max_attempts="),
+                              ("df.geocode.run(overwrite", "overwrite_columns="),
+                              ("df.geocode.run(stre", "street=")):
+            with provisionalcompleter():
+                matches = [c.text for c in shell.Completer.completions(typed, len(typed))]
+            assert wanted in matches, (typed, matches)
+    finally:
+        interactiveshell.InteractiveShell.clear_instance()
