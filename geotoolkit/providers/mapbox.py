@@ -20,6 +20,9 @@ __all__ = ["MAPBOX", "Mapbox"]
 MAPBOX = "https://api.mapbox.com"
 
 # Mapbox v6 structured-input parameter for each of our Query fields.
+# The Place field a feature of this type fills with its own name.
+_OWN_FIELD = {"street": "street", "postcode": "postcode", "place": "locality",
+              "locality": "locality", "region": "region"}
 _STRUCTURED = {"housenumber": "address_number", "street": "street", "city": "place",
                "state": "region", "postalcode": "postcode", "country": "country"}
 
@@ -112,17 +115,21 @@ class Mapbox(HTTPProvider):
 def _place(feature: Mapping[str, Any], props: object) -> Place:
     context = f.dig(props, "context")
     box = f.dig(props, "bbox") or feature.get("bbox")  # [min_lon, min_lat, max_lon, max_lat]
+    parts: dict[str, object] = {
+        "street": f.text(f.dig(context, "address", "street_name"))
+        or f.text(f.dig(context, "street", "name")),
+        "postcode": f.dig(context, "postcode", "name"),
+        "locality": f.text(f.dig(context, "place", "name"))
+        or f.text(f.dig(context, "locality", "name")),
+        "region": f.dig(context, "region", "name")}
+    own = _OWN_FIELD.get(str(f.dig(props, "feature_type")))
+    if own is not None and not f.text(parts[own]):  # a street, postcode or town names itself
+        parts[own] = f.dig(props, "name")
     return f.place(
         place_id=f.first_text(props, "mapbox_id") or f.text(feature.get("id")),
         housenumber=f.dig(context, "address", "address_number"),
-        street=f.text(f.dig(context, "address", "street_name"))
-        or f.text(f.dig(context, "street", "name")),
-        postcode=f.dig(context, "postcode", "name"),
-        locality=f.text(f.dig(context, "place", "name"))
-        or f.text(f.dig(context, "locality", "name")),
-        region=f.dig(context, "region", "name"),
         country_code=f.dig(context, "country", "country_code"),
-        bbox=f.bbox(*box) if isinstance(box, list) and len(box) == 4 else None)
+        bbox=f.bbox(*box) if isinstance(box, list) and len(box) == 4 else None, **parts)
 
 
 def _reset_hint(response: httpx.Response) -> float | None:
