@@ -10,9 +10,19 @@ import pytest
 from geotoolkit import errors
 from geotoolkit.errors import ConfigurationError, ProviderError
 from geotoolkit.providers import POLICIES, PROVIDERS, Provider, get_provider
-from geotoolkit.results import PRECISIONS, Failure, Match, NoMatch, Place, Query
+from geotoolkit.results import PRECISIONS, Failure, Match, NoMatch, Query
 
-from .provider_support import AGENT, EXPECTED_POINT, KEYED, SECRET, cases, load, make, response_of
+from .provider_support import (
+    AGENT,
+    EXPECTED_POINT,
+    KEYED,
+    SECRET,
+    cases,
+    check_match_invariants,
+    load,
+    make,
+    response_of,
+)
 
 NAMES = sorted(PROVIDERS)
 TEXT = Query(text="Karl Johans gate 1, 0154 Oslo")
@@ -164,19 +174,6 @@ def check_match(match: Match, envelope: dict[str, object]) -> None:
             assert got == pytest.approx(tuple(value)), field
         else:
             assert got == value, (field, got, value)
-
-
-def check_match_invariants(match: Match) -> None:
-    """What every Match promises, whatever the provider said."""
-    assert match.precision in PRECISIONS
-    assert match.score is None or 0.0 <= match.score <= 1.0
-    assert isinstance(match.place, Place) and len(match.label) <= 1000
-    code = match.place.country_code
-    assert code is None or (len(code) == 2 and code.isupper() and code.isalpha())
-    if match.place.bbox is not None:
-        west, south, east, north = match.place.bbox
-        assert -180 <= west <= 180 and -180 <= east <= 180 and -90 <= south <= north <= 90
-    assert match.place.osm_type in (None, "node", "way", "relation")
 
 
 @pytest.mark.parametrize("body", [b"<html>upstream glitch</html>", b'{"unexpected": 1}', b"[1, 2]",
