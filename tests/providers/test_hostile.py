@@ -146,6 +146,22 @@ def test_parse_response_survives_a_match_with_any_value_replaced(name: str, data
     parse(name, 200, json.dumps(body).encode())
 
 
+HOSTILE_VALUES = [None, True, -1, 10**400, float("nan"), float("-inf"), "1e999", "x" * 70, "",
+                  [], {}, [[["deep"]]], {"a": {"b": [1]}}, [1, 2, 3, 4, 5]]
+
+
+@pytest.mark.parametrize("value", HOSTILE_VALUES, ids=lambda v: repr(v)[:20])
+def test_parse_response_survives_each_value_of_each_match_replaced(name: str, value: Any) -> None:
+    """Exhaustive: every node of every match fixture, replaced by each hostile value."""
+    for case in cases(name):
+        envelope = load(name, case)
+        if envelope["expect"] != "Match":
+            continue
+        for path in _paths(envelope["json"]):
+            body = _replace(copy.deepcopy(envelope["json"]), path, value)
+            parse(name, 200, json.dumps(body).encode())
+
+
 def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Any:
     yield prefix
     children = node.items() if isinstance(node, dict) else enumerate(node) \
