@@ -112,7 +112,8 @@ _LOCALITIES = ("city", "town", "village", "hamlet", "suburb", "neighbourhood", "
 _NOMINATIM_INTERPOLATION = Vocabulary(
     "osm_type/category/type", {"way/place/house": "interpolated"},
     "an interpolated house number: Nominatim answers place=house with the id of the "
-    "interpolation way (OSM addr:interpolation) or, for TIGER, of the street")
+    "interpolation way (OSM addr:interpolation) or, for TIGER, of the street; a rare "
+    "address-only area mapped without a building tag reads the same")
 _NOMINATIM_CLASS: dict[str, str] = {
     "place/house": "address", "building/*": "address",
     "highway/*": "street",
