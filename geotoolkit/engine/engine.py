@@ -92,11 +92,6 @@ def _describe(exc: BaseException) -> str:
     return (f"{type(exc).__name__}: {text}" if text else type(exc).__name__)[:MAX_TEXT_CHARS]
 
 
-def _secrets(provider: Provider) -> tuple[str, ...]:
-    value = getattr(provider, "secrets", ())
-    return tuple(s for s in value if isinstance(s, str)) if isinstance(value, tuple | list) else ()
-
-
 def _clean(outcome: Outcome, hide: Callable[[str], str]) -> Outcome:
     """Provider text (labels, reasons) redacted and bounded before it is stored or shown."""
     if isinstance(outcome, Match):
@@ -329,7 +324,7 @@ class Engine:
                        error=type(last).__name__, provider=self.provider.name, attempts=attempts)
 
     def _redact(self, text: str) -> str:
-        return redact(text, _secrets(self.provider))
+        return redact(text, self.provider.secrets)
 
     async def _publish_pause(self, exc: RateLimitError, wait: float) -> None:
         """Publish the pause on the gate (before sleeping), then tell the listeners."""

@@ -13,8 +13,10 @@ from geotoolkit.errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
+from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider
-from geotoolkit.results import Failure, NoMatch, Outcome, Query
+from geotoolkit.providers.precision import precision_of
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query
 
 __all__ = ["ARCGIS_WORLD", "ArcGIS"]
 
@@ -24,6 +26,9 @@ ARCGIS_WORLD = "https://geocode-api.arcgis.com/arcgis/rest/services/World/Geocod
 _STRUCTURED = {"city": "City", "county": "Subregion", "state": "Region",
                "postalcode": "Postal", "country": "CountryCode"}
 _WGS84 = (4326, None)
+# The candidate attributes asked for (outFields): precision, score and the Place.
+_OUT_FIELDS = ("Match_addr,Addr_type,Type,Score,AddNum,StPreDir,StPreType,StName,StType,StDir,"
+               "Postal,City,Subregion,Region,Country")
 
 
 class ArcGIS(HTTPProvider):
@@ -33,6 +38,11 @@ class ArcGIS(HTTPProvider):
     missing token), 401 and 403 raise ``AuthenticationError``, 429 pauses
     (``RateLimitError``), 5xx codes are retried, others become a ``Failure``.
     Output is requested in WGS84 (``outSR=4326``) and checked.
+
+    The precision comes from ``Addr_type`` (``PointAddress``, ``StreetAddress`` =
+    interpolated, ``StreetName``, ``Postal``…; a ``Locality`` refined by ``Type``);
+    the score is the candidate's ``score`` / 100; the bbox its ``extent``. ArcGIS
+    gives no stable id.
 
     Parameters
     ----------
@@ -69,9 +79,8 @@ class ArcGIS(HTTPProvider):
     def _options(self) -> dict[str, Any]:
         return {"for_storage": self.for_storage or None}
 
-    def build_request(self, query: Query) -> httpx.Request:
-        params = {"f": "json", "maxLocations": "1", "outSR": "4326",
-                  "outFields": "Match_addr,Addr_type,Score",
+    def _build(self, query: Query) -> httpx.Request:
+        params = {"f": "json", "maxLocations": "1", "outSR": "4326", "outFields": _OUT_FIELDS,
                   "forStorage": "true" if self.for_storage else "false"}
         if query.text is not None:
             params["SingleLine"] = query.text
@@ -101,14 +110,20 @@ class ArcGIS(HTTPProvider):
         location = first.get("location") if isinstance(first, Mapping) else None
         if not isinstance(location, Mapping):
             raise self._bad("candidate without a location", first)
-        return self._match(location.get("x"), location.get("y"), first.get("address"), first)
+        attributes = first.get("attributes")
+        words = {"Addr_type": f.dig(attributes, "Addr_type"), "Type": f.dig(attributes, "Type")}
+        return self._match(location.get("x"), location.get("y"), first.get("address"), first,
+                           precision=precision_of(self.name, words),
+                           score=f.scaled(first.get("score"), 100), place=_place(first, attributes))
 
     def _error(self, error: Mapping[str, Any]) -> Failure:
-        code, message = error.get("code"), str(error.get("message", "")).strip()
+        code, message = error.get("code"), f.text(error.get("message")) or ""
         details = error.get("details")
         if isinstance(details, list) and details:
-            message = f"{message} ({'; '.join(str(d) for d in details)})"
-        text = f"arcgis error {code}: {message}"
+            message = f"{message} ({'; '.join(str(d)[:200] for d in details[:10])})"
+        if not isinstance(code, int) or isinstance(code, bool):
+            code = None
+        text = self._reason(f"arcgis error {code}: {message}")
         if code in (498, 499, 401, 403):
             raise AuthenticationError(text, provider=self.name, status_code=code)
         if code == 429:
@@ -117,3 +132,16 @@ class ArcGIS(HTTPProvider):
             raise ProviderUnavailableError(text, provider=self.name, status_code=code)
         error_name = "QueryError" if code == 400 else ProviderError.__name__
         return Failure(reason=text, error=error_name, provider=self.name)
+
+
+def _place(candidate: Mapping[str, Any], attributes: object) -> Place:
+    street = " ".join(t for k in ("StPreDir", "StPreType", "StName", "StType", "StDir")
+                      if (t := f.text(f.dig(attributes, k))))
+    extent = candidate.get("extent")
+    return f.place(
+        housenumber=f.dig(attributes, "AddNum"), street=street or None,
+        postcode=f.dig(attributes, "Postal"), locality=f.dig(attributes, "City"),
+        region=f.first_text(attributes, "Region", "Subregion"),
+        country_code=f.dig(attributes, "Country"),
+        bbox=f.bbox(f.dig(extent, "xmin"), f.dig(extent, "ymin"), f.dig(extent, "xmax"),
+                    f.dig(extent, "ymax")))

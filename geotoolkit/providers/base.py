@@ -17,19 +17,33 @@ from geotoolkit.errors import (
     ConfigurationError,
     ProviderResponseError,
     ProviderUnavailableError,
+    QueryError,
     QuotaExceededError,
     RateLimitError,
 )
 from geotoolkit.policy import parse_retry_after
-from geotoolkit.results import Failure, Outcome, Query
+from geotoolkit.redact import redact
+from geotoolkit.results import STRUCTURED_FIELDS, Failure, Outcome, Query
 
 __all__ = [
+    "DEFAULT_MAX_QUERY_CHARS",
+    "MAX_REASON_CHARS",
     "Provider",
+    "check_query",
     "check_user_agent",
     "decode_json",
+    "json_or_none",
     "raise_for_status",
     "response_date",
+    "safe_text",
 ]
+
+#: The longest query text a GET API is sent by default. Servers commonly cap a request
+#: line at about 8 KB; a character may take up to 12 once UTF-8 encoded and escaped,
+#: and the key and options need room too. Real addresses are far shorter.
+DEFAULT_MAX_QUERY_CHARS = 2000
+#: Text from a response (an error message, a body prefix) is cut to this in a reason.
+MAX_REASON_CHARS = 500
 
 _LIBRARY_AGENTS = re.compile(
     r"^\s*(python-httpx|python-requests|python-urllib|python/|urllib3|aiohttp|curl|wget|"
@@ -43,6 +57,13 @@ class Provider(Protocol):
     name: str
     host: str
     default_rate: float | None
+    #: The longest query text (characters) the provider accepts; longer ones are refused.
+    max_query_chars: int
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The secret strings this provider sends (its API key), or ``()``: hidden everywhere."""
+        ...
 
     @property
     def gate_key(self) -> str:
@@ -53,11 +74,82 @@ class Provider(Protocol):
         """What besides the address changes an answer: provider, host, parameters."""
         ...
 
-    def build_request(self, query: Query) -> httpx.Request: ...
+    def build_request(self, query: Query) -> httpx.Request:
+        """The request for ``query``; ``QueryError`` for a query that must not be sent."""
+        ...
 
     def parse_response(self, query: Query, response: httpx.Response) -> Outcome:
-        """Return an outcome, or raise the ProviderError that stops or retries."""
+        """Return an outcome, or raise the ProviderError that stops or retries.
+
+        Never raises anything but a ``ProviderError``, whatever the response holds.
+        """
         ...
+
+
+def check_query(query: Query, provider: str, max_chars: int) -> None:
+    """Refuse, with ``QueryError``, a query that must not be sent.
+
+    Text that is not valid Unicode (a lone surrogate cannot be encoded as UTF-8) or
+    longer than ``max_chars`` characters in all (the free text, or the structured
+    fields together).
+
+    Examples
+    --------
+    >>> check_query(Query(text="Vaduz"), "nominatim", 2000)
+    >>> check_query(Query(text="x" * 70_000), "nominatim", 2000)
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.QueryError: address too long for nominatim: 70 000 characters, at most 2 000
+    >>> check_query(Query(street="Stä" + chr(0xD800) + "dtle"), "nominatim", 2000)
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.QueryError: street is not valid text (lone surrogate U+D800 at position 3)
+    """
+    parts = {"address": query.text} if query.text is not None else {
+        name: getattr(query, name) for name in STRUCTURED_FIELDS}
+    total = 0
+    for name, value in parts.items():
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise QueryError(f"{name} is not text ({type(value).__name__})", provider=provider)
+        _check_encodable(name, value, provider)
+        total += len(value)
+    if total > max_chars:
+        raise QueryError(f"address too long for {provider}: {_thousands(total)} characters, "
+                         f"at most {_thousands(max_chars)}", provider=provider)
+
+
+def _check_encodable(name: str, value: str, provider: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        char = value[exc.start]
+        what = "lone surrogate" if 0xD800 <= ord(char) <= 0xDFFF else "unencodable character"
+        raise QueryError(f"{name} is not valid text ({what} U+{ord(char):04X} at position "
+                         f"{exc.start})", provider=provider) from None
+
+
+def _thousands(number: int) -> str:
+    return f"{number:,}".replace(",", " ")
+
+
+def safe_text(text: object, secrets: tuple[str, ...] = (), limit: int = MAX_REASON_CHARS) -> str:
+    """Text from a response, fit for a reason or an exception: redacted, then capped.
+
+    >>> safe_text("bad request: key=sk-123456 q=Vaduz", ("sk-123456",))
+    'bad request: key=*** q=Vaduz'
+    """
+    cleaned = redact(text, secrets)
+    return cleaned if len(cleaned) <= limit else cleaned[:limit] + "…"
+
+
+def json_or_none(response: httpx.Response) -> Any:
+    """The JSON body, or ``None`` when there is none that parses (never raises)."""
+    try:
+        return response.json()
+    except (ValueError, UnicodeError, RecursionError):
+        return None
 
 
 def check_user_agent(user_agent: str | None, provider: str) -> str:
@@ -109,27 +201,36 @@ def raise_for_status(response: httpx.Response, provider: str) -> None:
             f"{provider} is unavailable (HTTP {status})", provider=provider, status_code=status)
 
 
-def decode_json(response: httpx.Response, provider: str) -> Any:
-    """The JSON body, or ProviderResponseError carrying a prefix of the raw text."""
+def decode_json(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> Any:
+    """The JSON body, or ProviderResponseError carrying a redacted prefix of the raw text.
+
+    Bodies that are not JSON, not UTF-8, numbers of thousands of digits and nesting
+    deeper than Python parses are all refused the same way.
+    """
     try:
         return response.json()
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeError, RecursionError) as exc:
         raise ProviderResponseError(
             f"{provider} sent a body that is not JSON (HTTP {response.status_code})",
-            raw=response.text[:1000], provider=provider, status_code=response.status_code,
+            raw=redact(_prefix(response), secrets), provider=provider,
+            status_code=response.status_code,
         ) from exc
 
 
-def client_error(response: httpx.Response, provider: str) -> Failure:
+def _prefix(response: httpx.Response, size: int = 1000) -> str:
+    return response.content[:size * 4].decode("utf-8", errors="replace")[:size]
+
+
+def client_error(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> Failure:
     """A 4xx other than auth/quota/throttle: the query itself was refused."""
-    message = ""
-    try:
-        body = response.json()
-        if isinstance(body, Mapping):
-            err = body.get("error", body.get("message", ""))
-            message = err.get("message", "") if isinstance(err, Mapping) else str(err)
-    except ValueError:
-        message = response.text[:200]
+    body = json_or_none(response)
+    message: object = ""
+    if isinstance(body, Mapping):
+        err = body.get("error", body.get("message", ""))
+        message = err.get("message", "") if isinstance(err, Mapping) else err
+    elif body is None:
+        message = _prefix(response, 200)
+    text = safe_text(message, secrets) if message else ""
     reason = f"{provider} rejected the query (HTTP {response.status_code})"
-    return Failure(reason=f"{reason}: {message}" if message else reason, error="QueryError",
+    return Failure(reason=f"{reason}: {text}" if text else reason, error="QueryError",
                    provider=provider)

@@ -10,9 +10,18 @@ from typing import Any
 import httpx
 
 from geotoolkit.errors import ConfigurationError, ProviderResponseError, QueryError
+from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import DEFAULT_USER_AGENT, HTTPProvider, lonlat, parse_base_url
-from geotoolkit.providers.base import check_user_agent, raise_for_status
-from geotoolkit.results import Failure, Match, NoMatch, Outcome, Query
+from geotoolkit.providers.base import (
+    DEFAULT_MAX_QUERY_CHARS,
+    check_query,
+    check_user_agent,
+    json_or_none,
+    raise_for_status,
+    safe_text,
+)
+from geotoolkit.providers.precision import precision_of
+from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Query
 
 __all__ = ["BATCH_MAX_RECORDS", "CENSUS", "Census", "CensusBatch"]
 
@@ -26,6 +35,10 @@ class Census(HTTPProvider):
 
     ``result.addressMatches[].coordinates`` is ``{x: lon, y: lat}``. For volume,
     see ``CensusBatch`` (10,000 records per request).
+
+    The Census places every match along a TIGER/Line address range: the precision
+    is always ``interpolated``; it gives no score. The place id is the
+    ``tigerLine.tigerLineId``, the components its ``addressComponents``.
 
     Parameters
     ----------
@@ -52,7 +65,7 @@ class Census(HTTPProvider):
     def _options(self) -> dict[str, Any]:
         return {"benchmark": self.benchmark}
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def _build(self, query: Query) -> httpx.Request:
         params = {"benchmark": self.benchmark, "format": "json"}
         if query.text is not None:
             return self._get("/locations/onelineaddress", {"address": query.text, **params})
@@ -64,8 +77,9 @@ class Census(HTTPProvider):
         if 400 <= response.status_code < 500 and response.status_code not in (401, 402, 403, 429):
             errors = _errors(response)
             if errors:
-                return Failure(reason=f"census rejected the query (HTTP {response.status_code}): "
-                                      f"{'; '.join(errors)}", error="QueryError", provider=self.name)
+                return Failure(reason=self._reason(f"census rejected the query (HTTP "
+                                                   f"{response.status_code}): {'; '.join(errors)}"),
+                               error="QueryError", provider=self.name)
         return None
 
     def _parse_body(self, body: Any) -> Outcome:
@@ -79,7 +93,26 @@ class Census(HTTPProvider):
         point = first.get("coordinates") if isinstance(first, Mapping) else None
         if not isinstance(point, Mapping):
             raise self._bad("match without coordinates", first)
-        return self._match(point.get("x"), point.get("y"), first.get("matchedAddress"), first)
+        return self._match(point.get("x"), point.get("y"), first.get("matchedAddress"), first,
+                           precision=precision_of(self.name, {"addressMatches[]": "match"}),
+                           place=_place(first))
+
+
+def _place(match: Mapping[str, Any]) -> Place:
+    parts = match.get("addressComponents")
+    street = " ".join(t for k in ("preQualifier", "preDirection", "preType", "streetName",
+                                  "suffixType", "suffixDirection", "suffixQualifier")
+                      if (t := f.text(f.dig(parts, k))))
+    return f.place(place_id=f.dig(match, "tigerLine", "tigerLineId"),
+                   housenumber=_house_number(match.get("matchedAddress")), street=street or None,
+                   postcode=f.dig(parts, "zip"), locality=f.dig(parts, "city"),
+                   region=f.dig(parts, "state"), country_code="US")
+
+
+def _house_number(matched: object) -> str | None:
+    """The leading number of a matched address (``4600 SILVER HILL RD, ...``)."""
+    first = (f.text(matched) or "").split(" ", 1)[0]
+    return first if any(c.isdigit() for c in first) else None
 
 
 class CensusBatch:
@@ -88,7 +121,9 @@ class CensusBatch:
     Each record is ``Unique ID, Street address, City, State, ZIP``; free text goes
     whole into the street column. Requests are chunked at ``max_records``
     (at most 10,000, the service's limit). Answers come back in any order and
-    are keyed by the id: a sequence's ids are the positions as strings.
+    are keyed by the id: a sequence's ids are the positions as strings. A record whose
+    text cannot be encoded or is too long is refused (``QueryError`` naming its id).
+    Matches are ``interpolated`` (TIGER address ranges, ``Exact`` or not).
 
     Examples
     --------
@@ -102,6 +137,8 @@ class CensusBatch:
     """
 
     name = "census"
+    max_query_chars = DEFAULT_MAX_QUERY_CHARS
+    secrets: tuple[str, ...] = ()
 
     def __init__(self, base_url: str | None = None, *, benchmark: str = "Public_AR_Current",
                  user_agent: str | None = None, max_records: int = BATCH_MAX_RECORDS) -> None:
@@ -127,6 +164,11 @@ class CensusBatch:
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         for record_id, query in records:
+            try:
+                check_query(query, self.name, self.max_query_chars)
+            except QueryError as exc:
+                raise QueryError(f"record {safe_text(record_id, limit=100)!r}: {exc}",
+                                 provider=self.name) from None
             writer.writerow([str(record_id), *_columns(query)])
         return httpx.Request(
             "POST", f"{self.base_url}/locations/addressbatch",
@@ -137,15 +179,22 @@ class CensusBatch:
     def parse_batch_response(self, response: httpx.Response) -> dict[str, Outcome]:
         """Outcomes by id from the CSV answer (``Match`` / ``No_Match`` / ``Tie``)."""
         raise_for_status(response, self.name)
+        text = response.content.decode("utf-8", errors="replace")
         if response.status_code >= 400:
             raise QueryError(f"census refused the batch (HTTP {response.status_code}): "
-                             f"{response.text[:200]}", provider=self.name,
+                             f"{safe_text(text, limit=200)}", provider=self.name,
                              status_code=response.status_code)
-        outcomes = {row[0]: self._outcome(row) for row in csv.reader(io.StringIO(response.text))
-                    if len(row) >= 3}
-        if not outcomes and response.text.strip():
+        try:
+            outcomes = {row[0]: self._outcome(row) for row in csv.reader(io.StringIO(text))
+                        if len(row) >= 3}
+        except csv.Error as exc:
+            raise ProviderResponseError(f"census batch answer is not CSV ({exc})",
+                                        raw=safe_text(text, limit=1000), provider=self.name,
+                                        status_code=response.status_code) from exc
+        if not outcomes and text.strip():
             raise ProviderResponseError("census batch answer has no CSV records",
-                                        raw=response.text, provider=self.name, status_code=200)
+                                        raw=safe_text(text, limit=1000), provider=self.name,
+                                        status_code=200)
         return outcomes
 
     def _outcome(self, row: list[str]) -> Outcome:
@@ -155,18 +204,32 @@ class CensusBatch:
         if indicator == "Tie":
             return NoMatch(reason="tie: several equally good candidates", provider=self.name)
         if indicator != "Match":
-            return Failure(reason=f"census: unexpected match indicator {indicator!r}",
+            return Failure(reason=f"census: unexpected match indicator {safe_text(indicator, limit=50)!r}",
                            error="ProviderResponseError", provider=self.name)
+        raw = _raw(row)
         try:
-            lon, lat = lonlat(*row[5].split(","))  # "lon,lat": x first
-            match = Match(lon=lon, lat=lat, label=row[4], provider=self.name, raw=_raw(row))
-        except (IndexError, TypeError, ValueError) as exc:
-            return Failure(reason=f"census: unusable coordinates in record {row[0]!r} ({exc})",
+            lon, lat = lonlat(*raw.get("coordinates", "").split(","))  # "lon,lat": x first
+        except (TypeError, ValueError) as exc:
+            return Failure(reason=f"census: unusable coordinates in record "
+                                  f"{safe_text(row[0], limit=100)!r} ({safe_text(exc, limit=100)})",
                            error="ProviderResponseError", provider=self.name)
-        return match
+        return Match(lon=lon, lat=lat, label=f.label(raw.get("matched_address")),
+                     provider=self.name, raw=raw,
+                     precision=precision_of("census batch", {"match type": raw.get("match_type")}),
+                     place=_batch_place(raw))
 
     def __repr__(self) -> str:
         return f"CensusBatch({self.base_url!r}, benchmark={self.benchmark!r})"
+
+
+def _batch_place(raw: Mapping[str, str]) -> Place:
+    """The place from a batch record: ``4600 SILVER HILL RD, WASHINGTON, DC, 20233``."""
+    parts = [p.strip() for p in raw.get("matched_address", "").split(",")]
+    street, city, state, zip_code = parts if len(parts) == 4 else ("", "", "", "")
+    number = _house_number(street)
+    return f.place(place_id=raw.get("tiger_line_id"), housenumber=number,
+                   street=street[len(number):] if number else street, postcode=zip_code,
+                   locality=city, region=state, country_code="US")
 
 
 def _columns(query: Query) -> tuple[str, str, str, str]:
@@ -184,9 +247,5 @@ def _raw(row: list[str]) -> dict[str, str]:
 
 
 def _errors(response: httpx.Response) -> list[str]:
-    try:
-        body = response.json()
-    except ValueError:
-        return []
-    errors = body.get("errors") if isinstance(body, Mapping) else None
-    return [str(e) for e in errors] if isinstance(errors, list) else []
+    errors = f.dig(json_or_none(response), "errors")
+    return [str(e)[:500] for e in errors[:10]] if isinstance(errors, list) else []

@@ -8,8 +8,10 @@ from typing import Any
 
 import httpx
 
+from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider, one_line
-from geotoolkit.results import NoMatch, Outcome, Query
+from geotoolkit.providers.precision import precision_of
+from geotoolkit.results import NoMatch, Outcome, Place, Query
 
 __all__ = ["GEONORGE", "Geonorge"]
 
@@ -25,6 +27,10 @@ class Geonorge(HTTPProvider):
     Structured queries use ``adressenavn``, ``nummer``/``bokstav``, ``postnummer``
     and ``poststed``; fields Geonorge has no parameter for (county, state,
     country) are dropped. Coordinates are requested in EPSG:4258 and checked.
+
+    Every answer is an address point (``objtype`` ``Vegadresse`` or
+    ``Matrikkeladresse``): precision ``address``. Geonorge gives no score, no id and
+    no bbox; the place's locality is the ``poststed`` (else the municipality).
 
     Parameters
     ----------
@@ -42,7 +48,7 @@ class Geonorge(HTTPProvider):
     name = "geonorge"
     default_base_url = GEONORGE
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def _build(self, query: Query) -> httpx.Request:
         params = {"treffPerSide": "1", "utkoordsys": "4258"}
         params.update(_structured(query) or {"sok": one_line(query)})
         return self._get("/sok", params)
@@ -57,9 +63,20 @@ class Geonorge(HTTPProvider):
         point = address.get("representasjonspunkt") if isinstance(address, Mapping) else None
         if not isinstance(point, Mapping):
             raise self._bad("address without representasjonspunkt", address)
-        if point.get("epsg") not in _GEOGRAPHIC:
-            raise self._bad(f"coordinates in {point.get('epsg')}, not lon/lat degrees", point)
-        return self._match(point.get("lon"), point.get("lat"), _label(address), address)
+        epsg = point.get("epsg")
+        if not isinstance(epsg, str) or epsg not in _GEOGRAPHIC:
+            raise self._bad(f"coordinates in {epsg}, not lon/lat degrees", point)
+        return self._match(point.get("lon"), point.get("lat"), _label(address), address,
+                           precision=precision_of(self.name, {"objtype": address.get("objtype")}),
+                           place=_place(address))
+
+
+def _place(address: Mapping[str, Any]) -> Place:
+    number = " ".join(t for k in ("nummer", "bokstav") if (t := f.text(address.get(k))))
+    return f.place(housenumber=number.replace(" ", "") or None,
+                   street=address.get("adressenavn"), postcode=address.get("postnummer"),
+                   locality=f.first_text(address, "poststed", "kommunenavn"),
+                   country_code="NO")
 
 
 def _structured(query: Query) -> dict[str, str]:
@@ -81,5 +98,5 @@ def _structured(query: Query) -> dict[str, str]:
 
 
 def _label(address: Mapping[str, Any]) -> str:
-    place = " ".join(str(address[k]) for k in ("postnummer", "poststed") if address.get(k))
-    return ", ".join(str(p) for p in (address.get("adressetekst"), place) if p)
+    place = " ".join(t for k in ("postnummer", "poststed") if (t := f.text(address.get(k))))
+    return ", ".join(p for p in (f.text(address.get("adressetekst")), place) if p)

@@ -13,8 +13,10 @@ from geotoolkit.errors import (
     QuotaExceededError,
     RateLimitError,
 )
+from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider, one_line
-from geotoolkit.results import Failure, NoMatch, Outcome, Query
+from geotoolkit.providers.precision import precision_of
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query
 
 __all__ = ["GOOGLE", "Google"]
 
@@ -30,6 +32,11 @@ class Google(HTTPProvider):
     (AuthenticationError: stop), ``INVALID_REQUEST`` (a Failure) and
     ``UNKNOWN_ERROR`` (retried). Structured queries are joined into ``address``;
     a ``country`` also becomes a ``components`` filter.
+
+    The precision comes from ``geometry.location_type`` (``ROOFTOP``,
+    ``RANGE_INTERPOLATED``) and the result's ``types``; Google gives no score. The
+    place holds ``place_id``, the ``address_components`` and ``geometry.bounds``
+    (else the ``viewport``) as the bbox.
 
     Parameters
     ----------
@@ -60,7 +67,7 @@ class Google(HTTPProvider):
     def _options(self) -> dict[str, Any]:
         return {"language": self.language, "region": self.region}
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def _build(self, query: Query) -> httpx.Request:
         params = {"address": one_line(query)}
         if query.country:
             params["components"] = f"country:{query.country}"
@@ -73,7 +80,8 @@ class Google(HTTPProvider):
     def _parse_body(self, body: Any) -> Outcome:
         if not isinstance(body, Mapping) or not isinstance(body.get("status"), str):
             raise self._bad("answer without a status", body)
-        status, message = body["status"], str(body.get("error_message", "")).strip()
+        status = body["status"]
+        message = self._reason(f.text(body.get("error_message")) or "")
         if status == "OK":
             return self._first(body.get("results"), body)
         if status == "ZERO_RESULTS":
@@ -81,7 +89,7 @@ class Google(HTTPProvider):
         if status == "INVALID_REQUEST":
             return Failure(reason=f"google: invalid request {message}".strip(),
                            error="QueryError", provider=self.name)
-        raise self._status_error(status, message)
+        raise self._status_error(self._reason(status[:100]), message)
 
     def _first(self, results: object, body: object) -> Outcome:
         if not isinstance(results, list) or not results or not isinstance(results[0], Mapping):
@@ -91,8 +99,11 @@ class Google(HTTPProvider):
         location = geometry.get("location") if isinstance(geometry, Mapping) else None
         if not isinstance(location, Mapping):
             raise self._bad("result without geometry.location", result)
+        words = {"geometry.location_type": f.dig(geometry, "location_type"),
+                 "types": result.get("types")}
         return self._match(location.get("lng"), location.get("lat"),
-                           result.get("formatted_address"), result)
+                           result.get("formatted_address"), result,
+                           precision=precision_of(self.name, words), place=_place(result))
 
     def _status_error(self, status: str, message: str) -> Exception:
         text = f"google {status}" + (f": {message}" if message else "")
@@ -105,3 +116,23 @@ class Google(HTTPProvider):
         if status == "UNKNOWN_ERROR":
             return ProviderUnavailableError(text, provider=self.name, status_code=200)
         return self._bad(f"unknown status {status!r}", status)
+
+
+def _place(result: Mapping[str, Any]) -> Place:
+    parts: dict[str, object] = {}
+    components = result.get("address_components")
+    for component in components[:50] if isinstance(components, list) else ():
+        types = f.dig(component, "types")
+        for kind in types[:10] if isinstance(types, list) else ():
+            if isinstance(kind, str):  # the country by its ISO code, the rest by name
+                parts.setdefault(kind, f.dig(component, "short_name" if kind == "country"
+                                             else "long_name"))
+    box = f.dig(result, "geometry", "bounds") or f.dig(result, "geometry", "viewport")
+    return f.place(
+        place_id=result.get("place_id"), housenumber=parts.get("street_number"),
+        street=parts.get("route"), postcode=parts.get("postal_code"),
+        locality=f.first_text(parts, "locality", "postal_town", "sublocality"),
+        region=f.first_text(parts, "administrative_area_level_1", "administrative_area_level_2"),
+        country_code=parts.get("country"),
+        bbox=f.bbox(f.dig(box, "southwest", "lng"), f.dig(box, "southwest", "lat"),
+                    f.dig(box, "northeast", "lng"), f.dig(box, "northeast", "lat")))

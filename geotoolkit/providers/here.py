@@ -7,8 +7,11 @@ from typing import Any
 
 import httpx
 
+from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider
-from geotoolkit.results import Failure, NoMatch, Outcome, Query
+from geotoolkit.providers.base import json_or_none
+from geotoolkit.providers.precision import precision_of
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query
 
 __all__ = ["HERE", "Here"]
 
@@ -24,6 +27,11 @@ class Here(HTTPProvider):
     """HERE ``/v1/geocode``, sans-I/O; ``items[].position`` is ``{lat, lng}``.
 
     Structured queries use HERE's qualified query (``qq=street=…;city=…``).
+
+    The precision comes from ``resultType`` refined by ``houseNumberType`` (``PA``
+    point address, ``interpolated``), ``localityType`` and ``administrativeAreaType``;
+    the score is ``scoring.queryScore`` (0-1). The place id is HERE's ``id``, the
+    country code its alpha-3 ``countryCode`` turned into alpha-2, the bbox ``mapView``.
 
     Parameters
     ----------
@@ -55,7 +63,7 @@ class Here(HTTPProvider):
     def _options(self) -> dict[str, Any]:
         return {"language": self.language}
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def _build(self, query: Query) -> httpx.Request:
         params = {"limit": "1"}
         if query.text is not None:
             params["q"] = query.text
@@ -68,14 +76,11 @@ class Here(HTTPProvider):
 
     def _check(self, response: httpx.Response) -> Outcome | None:
         if response.status_code in (400, 404, 405, 422):
-            try:
-                body = response.json()
-            except ValueError:
-                return None
-            title = body.get("title") if isinstance(body, Mapping) else None
+            title = f.dig(json_or_none(response), "title")
             if isinstance(title, str):
-                return Failure(reason=f"here rejected the query (HTTP {response.status_code}): "
-                                      f"{title}", error="QueryError", provider=self.name)
+                return Failure(reason=self._reason(f"here rejected the query (HTTP "
+                                                   f"{response.status_code}): {title}"),
+                               error="QueryError", provider=self.name)
         return None
 
     def _parse_body(self, body: Any) -> Outcome:
@@ -88,4 +93,21 @@ class Here(HTTPProvider):
         position = item.get("position") if isinstance(item, Mapping) else None
         if not isinstance(position, Mapping):
             raise self._bad("item without a position", item)
-        return self._match(position.get("lng"), position.get("lat"), item.get("title"), item)
+        words = {key: item.get(key) for key in ("houseNumberType", "localityType",
+                                                "administrativeAreaType", "resultType")}
+        return self._match(position.get("lng"), position.get("lat"), item.get("title"), item,
+                           precision=precision_of(self.name, words),
+                           score=f.scaled(f.dig(item, "scoring", "queryScore"), 1.0),
+                           place=_place(item))
+
+
+def _place(item: Mapping[str, Any]) -> Place:
+    address, view = item.get("address"), item.get("mapView")
+    return f.place(
+        place_id=item.get("id"), housenumber=f.dig(address, "houseNumber"),
+        street=f.dig(address, "street"), postcode=f.dig(address, "postalCode"),
+        locality=f.first_text(address, "city", "district"),
+        region=f.first_text(address, "state", "county"),
+        country_code=f.dig(address, "countryCode"),
+        bbox=f.bbox(f.dig(view, "west"), f.dig(view, "south"), f.dig(view, "east"),
+                    f.dig(view, "north")))

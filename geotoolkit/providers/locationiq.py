@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from geotoolkit.errors import ConfigurationError, QuotaExceededError
+from geotoolkit.errors import QuotaExceededError
 from geotoolkit.keys import gate_key
-from geotoolkit.providers._common import DEFAULT_USER_AGENT, policy_rate
+from geotoolkit.providers import _fields as f
+from geotoolkit.providers._common import DEFAULT_USER_AGENT
+from geotoolkit.providers.base import json_or_none
 from geotoolkit.providers.nominatim import Nominatim
 from geotoolkit.results import NoMatch, Outcome, Query
 
@@ -25,6 +28,8 @@ class LocationIQ(Nominatim):
     Differences from Nominatim: the key (``key`` parameter) is required, a
     no-match is ``404 {"error": "Unable to geocode"}``, and ``429`` with
     ``"Rate Limited Day"`` means the daily quota is spent (``QuotaExceededError``).
+    ``format=json`` has no ``place_rank``: the request asks for ``matchquality=1``,
+    whose ``matchlevel`` and ``matchtype`` (``interpolated``) give the precision.
 
     Parameters
     ----------
@@ -47,6 +52,8 @@ class LocationIQ(Nominatim):
     """
 
     name = "locationiq"
+    key_required = True
+    user_agent_required = False
 
     def __init__(
         self,
@@ -58,12 +65,9 @@ class LocationIQ(Nominatim):
         language: str | None = None,
         rate: float | None = None,
     ) -> None:
-        if not isinstance(api_key, str) or not api_key.strip():
-            raise ConfigurationError("locationiq requires an api_key")
         super().__init__(base_url, user_agent=user_agent or DEFAULT_USER_AGENT,
-                         api_key=api_key.strip(), country_codes=country_codes,
+                         api_key=api_key, country_codes=country_codes,
                          language=language, rate=rate)
-        self.default_rate = policy_rate(self.name, self.host, rate)
         self.is_public = False
 
     @property
@@ -72,28 +76,27 @@ class LocationIQ(Nominatim):
         public = self.host in (urlsplit(LOCATIONIQ_US).hostname, urlsplit(LOCATIONIQ_EU).hostname)
         return gate_key("locationiq.com" if public else self.host, self._api_key)
 
-    def build_request(self, query: Query) -> httpx.Request:
-        request = super().build_request(query)
-        return httpx.Request("GET", request.url.copy_set_param("format", "json"),
-                             headers=request.headers)
+    def _params(self, query: Query) -> dict[str, str]:
+        return {**super()._params(query), "format": "json", "matchquality": "1"}
 
-    def parse_response(self, query: Query, response: httpx.Response) -> Outcome:
+    def _check(self, response: httpx.Response) -> Outcome | None:
         message = _error_message(response) if response.status_code in (404, 429) else ""
         if response.status_code == 404 and message.lower().startswith("unable to geocode"):
             return NoMatch(provider=self.name)
         if response.status_code == 429 and "day" in message.lower():
-            raise QuotaExceededError(f"locationiq daily quota spent ({message})",
+            raise QuotaExceededError(f"locationiq daily quota spent ({self._reason(message)})",
                                      provider=self.name, status_code=429)
-        return super().parse_response(query, response)
+        return None
 
-    def __repr__(self) -> str:
-        return f"LocationIQ({self.base_url!r}, api_key='***')"
+    @staticmethod
+    def _words(item: Mapping[str, Any]) -> dict[str, object]:
+        quality = item.get("matchquality")
+        return {**Nominatim._words(item),
+                "matchquality.matchtype": f.dig(quality, "matchtype"),
+                "matchquality.matchlevel": f.dig(quality, "matchlevel")}
 
 
 def _error_message(response: httpx.Response) -> str:
-    try:
-        body = response.json()
-    except ValueError:
-        return ""
+    body = json_or_none(response)
     error = body.get("error") if isinstance(body, Mapping) else None
-    return error if isinstance(error, str) else ""
+    return error[:500] if isinstance(error, str) else ""

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from geotoolkit.errors import RateLimitError
+from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider
 from geotoolkit.providers._geojson import first_feature, point_of
 from geotoolkit.providers.base import response_date
-from geotoolkit.results import NoMatch, Outcome, Query
+from geotoolkit.providers.precision import MAPBOX_CONFIDENCE, precision_of
+from geotoolkit.results import NoMatch, Outcome, Place, Query
 
 __all__ = ["MAPBOX", "Mapbox"]
 
 MAPBOX = "https://api.mapbox.com"
 
 # Mapbox v6 structured-input parameter for each of our Query fields.
+# The Place field a feature of this type fills with its own name.
+_OWN_FIELD = {"street": "street", "postcode": "postcode", "place": "locality",
+              "locality": "locality", "region": "region"}
 _STRUCTURED = {"housenumber": "address_number", "street": "street", "city": "place",
                "state": "region", "postalcode": "postcode", "country": "country"}
 
@@ -54,6 +58,8 @@ class Mapbox(HTTPProvider):
     default_base_url = MAPBOX
     key_param = "access_token"
     key_required = True
+    #: Documented: ``q`` is at most 256 characters (and 20 words).
+    max_query_chars = 256
 
     def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  permanent: bool = False, country_codes: Sequence[str] | None = None,
@@ -68,7 +74,7 @@ class Mapbox(HTTPProvider):
         return {"permanent": self.permanent or None, "country_codes": self.country_codes,
                 "language": self.language}
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def _build(self, query: Query) -> httpx.Request:
         params = {"limit": "1", "permanent": "true" if self.permanent else "false"}
         if self.country_codes:
             params["country"] = ",".join(self.country_codes)
@@ -96,17 +102,40 @@ class Mapbox(HTTPProvider):
         except TypeError as exc:
             raise self._bad(str(exc), body) from exc
         props = feature.get("properties")
-        label = (props.get("full_address") or props.get("name")) if isinstance(props, Mapping) else ""
-        return self._match(lon, lat, label, feature)
+        words = {"coordinates.accuracy": f.dig(props, "coordinates", "accuracy"),
+                 "feature_type": f.dig(props, "feature_type")}
+        confidence = f.dig(props, "match_code", "confidence")
+        return self._match(lon, lat, f.first_text(props, "full_address", "name"), feature,
+                           precision=precision_of(self.name, words),
+                           score=MAPBOX_CONFIDENCE.get(confidence.lower())
+                           if isinstance(confidence, str) else None,
+                           place=_place(feature, props))
+
+
+def _place(feature: Mapping[str, Any], props: object) -> Place:
+    context = f.dig(props, "context")
+    box = f.dig(props, "bbox") or feature.get("bbox")  # [min_lon, min_lat, max_lon, max_lat]
+    parts: dict[str, object] = {
+        "street": f.text(f.dig(context, "address", "street_name"))
+        or f.text(f.dig(context, "street", "name")),
+        "postcode": f.dig(context, "postcode", "name"),
+        "locality": f.text(f.dig(context, "place", "name"))
+        or f.text(f.dig(context, "locality", "name")),
+        "region": f.dig(context, "region", "name")}
+    own = _OWN_FIELD.get(str(f.dig(props, "feature_type")))
+    if own is not None and not f.text(parts[own]):  # a street, postcode or town names itself
+        parts[own] = f.dig(props, "name")
+    return f.place(
+        place_id=f.first_text(props, "mapbox_id") or f.text(feature.get("id")),
+        housenumber=f.dig(context, "address", "address_number"),
+        country_code=f.dig(context, "country", "country_code"),
+        bbox=f.bbox(*box) if isinstance(box, list) and len(box) == 4 else None, **parts)
 
 
 def _reset_hint(response: httpx.Response) -> float | None:
     """Seconds until ``X-Rate-Limit-Reset`` (a Unix time), measured from the ``Date`` header."""
     date = response_date(response)
-    try:
-        reset = float(response.headers.get("x-rate-limit-reset", ""))
-    except ValueError:
-        return None
-    if date is None or not math.isfinite(reset):
+    reset = f.number(response.headers.get("x-rate-limit-reset", ""))
+    if date is None or reset is None:
         return None
     return max(0.0, reset - date.timestamp())

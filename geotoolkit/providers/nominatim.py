@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from geotoolkit.errors import ConfigurationError, ProviderResponseError
-from geotoolkit.keys import gate_key
-from geotoolkit.providers._common import lonlat
-from geotoolkit.providers.base import (
-    check_user_agent,
-    client_error,
-    decode_json,
-    namespace,
-    raise_for_status,
-)
-from geotoolkit.results import Failure, Match, NoMatch, Outcome, Query
+from geotoolkit.providers import _fields as f
+from geotoolkit.providers._common import HTTPProvider
+from geotoolkit.providers.precision import precision_of
+from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Query
 
 __all__ = ["PUBLIC_NOMINATIM", "Nominatim"]
 
@@ -28,10 +19,20 @@ PUBLIC_NOMINATIM = "https://nominatim.openstreetmap.org"
 # Nominatim's structured parameter for each of our Query fields.
 _STRUCTURED = {"street": "street", "city": "city", "county": "county", "state": "state",
                "postalcode": "postalcode", "country": "country"}
+# addressdetails keys, most specific first, for each Place field.
+_STREET = ("road", "pedestrian", "square", "footway", "path", "cycleway")
+_LOCALITY = ("city", "town", "village", "hamlet", "municipality", "suburb", "neighbourhood")
+_REGION = ("state", "province", "region", "state_district", "county")
 
 
-class Nominatim:
+class Nominatim(HTTPProvider):
     """Nominatim ``/search`` (format=jsonv2), sans-I/O.
+
+    Each match carries its precision (from ``category``/``type``, ``addresstype``
+    and ``place_rank``; an interpolated house number is ``interpolated``), no score
+    (``importance`` is fame, not confidence) and its ``Place``: ``place_id``,
+    ``osm_type``/``osm_id``, the address details and ``boundingbox`` turned into
+    ``(min_lon, min_lat, max_lon, max_lat)``.
 
     Parameters
     ----------
@@ -45,6 +46,10 @@ class Nominatim:
         parameter. Never shown in reprs, logs or gate keys.
     country_codes
         Limit results to these ISO 3166-1 alpha-2 codes.
+    email, language
+        Nominatim's ``email`` (a contact for heavy users) and ``accept-language``.
+    rate
+        Requests/s; default 1 on the public instance, else none.
 
     Examples
     --------
@@ -54,6 +59,9 @@ class Nominatim:
     """
 
     name = "nominatim"
+    default_base_url = PUBLIC_NOMINATIM
+    key_param = "key"
+    user_agent_required = True
 
     def __init__(
         self,
@@ -66,30 +74,19 @@ class Nominatim:
         language: str | None = None,
         rate: float | None = None,
     ) -> None:
-        self.user_agent = check_user_agent(user_agent, "Nominatim")
-        parts = urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(f"base_url must be an http(s) URL, got {base_url!r}")
-        self.base_url = base_url.rstrip("/")
-        self.host = parts.netloc.lower().rsplit("@", 1)[-1]
-        self._api_key = api_key or None
+        super().__init__(base_url, api_key=api_key, user_agent=user_agent, rate=rate)
         self.country_codes = tuple(c.lower() for c in country_codes or ())
         self.email = email
         self.language = language
-        public = self.host == urlsplit(PUBLIC_NOMINATIM).hostname
-        if rate is not None and not (math.isfinite(rate) and rate > 0):
-            raise ConfigurationError(f"rate must be positive, got {rate!r}")
-        self.default_rate: float | None = rate if rate is not None else (1.0 if public else None)
-        self.is_public = public
+        self.is_public = self.host == "nominatim.openstreetmap.org"
 
-    @property
-    def gate_key(self) -> str:
-        return gate_key(self.host, self._api_key)
+    def _options(self) -> dict[str, Any]:
+        return {"country_codes": self.country_codes, "language": self.language}
 
-    def cache_namespace(self) -> str:
-        return namespace(self.name, self.host, self.country_codes, self.language)
+    def _build(self, query: Query) -> httpx.Request:
+        return self._get("/search", self._params(query))
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def _params(self, query: Query) -> dict[str, str]:
         params: dict[str, str] = {"format": "jsonv2", "addressdetails": "1", "limit": "1"}
         if query.text is not None:
             params["q"] = query.text
@@ -101,11 +98,7 @@ class Nominatim:
             params["email"] = self.email
         if self.language:
             params["accept-language"] = self.language
-        if self._api_key:
-            params["key"] = self._api_key
-        return httpx.Request("GET", f"{self.base_url}/search", params=params,
-                             headers={"User-Agent": self.user_agent,
-                                      "Accept": "application/json"})
+        return params
 
     @staticmethod
     def _structured(query: Query) -> dict[str, str]:
@@ -115,38 +108,46 @@ class Nominatim:
             fields["street"] = street
         return {_STRUCTURED[k]: v for k, v in fields.items() if k in _STRUCTURED}
 
-    def parse_response(self, query: Query, response: httpx.Response) -> Outcome:
-        raise_for_status(response, self.name)
-        if response.status_code >= 400:
-            return client_error(response, self.name)
-        try:
-            body = decode_json(response, self.name)
-            return self._parse_body(body)
-        except ProviderResponseError as exc:
-            return Failure(reason=str(exc), error=type(exc).__name__, provider=self.name)
-
     def _parse_body(self, body: Any) -> Outcome:
         if isinstance(body, Mapping) and "error" in body:
             error = body["error"]
             message = error.get("message", error) if isinstance(error, Mapping) else error
-            return Failure(reason=f"nominatim error: {message}", error="ProviderError",
-                           provider=self.name)
+            return Failure(reason=self._reason(f"{self.name} error: {message}"),
+                           error="ProviderError", provider=self.name)
         if not isinstance(body, list):
-            raise ProviderResponseError("nominatim answered neither a list nor an error",
-                                        raw=str(body), provider=self.name, status_code=200)
+            raise self._bad("answered neither a list nor an error", body)
         if not body:
             return NoMatch(provider=self.name)
-        return self._match(body[0])
+        item = body[0]
+        if not isinstance(item, Mapping):
+            raise self._bad("a result is not an object", item)
+        return self._result(item)
 
-    def _match(self, item: Any) -> Match:
-        try:
-            lon, lat = lonlat(item["lon"], item["lat"])  # strings, checked to be in range
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ProviderResponseError("nominatim result without usable lat/lon",
-                                        raw=str(item), provider=self.name) from exc
-        return Match(lon=lon, lat=lat, label=str(item.get("display_name", "")),
-                     provider=self.name, raw=dict(item))
+    def _result(self, item: Mapping[str, Any]) -> Match:
+        return self._match(item.get("lon"), item.get("lat"), item.get("display_name"), item,
+                           precision=precision_of(self.name, self._words(item)),
+                           place=_place(item))
 
-    def __repr__(self) -> str:
-        key = ", api_key='***'" if self._api_key else ""
-        return f"Nominatim({self.base_url!r}, user_agent={self.user_agent!r}{key})"
+    @staticmethod
+    def _words(item: Mapping[str, Any]) -> dict[str, object]:
+        """The fields the precision tables read (jsonv2 says ``category``, json ``class``)."""
+        category = item.get("category", item.get("class"))
+        kind = f"{category}/{item.get('type')}"
+        return {"osm_type/category/type": f"{item.get('osm_type')}/{kind}",
+                "osm_type/class/type": f"{item.get('osm_type')}/{kind}",
+                "addresstype": item.get("addresstype"), "category/type": kind,
+                "class/type": kind, "place_rank": item.get("place_rank")}
+
+
+def _place(item: Mapping[str, Any]) -> Place:
+    address = item.get("address")
+    box = item.get("boundingbox")  # [min_lat, max_lat, min_lon, max_lon], as strings
+    return f.place(
+        place_id=item.get("place_id"), osm_type=f.osm_type(item.get("osm_type")),
+        osm_id=f.osm_id(item.get("osm_id")),
+        housenumber=f.first_text(address, "house_number", "house_name"),
+        street=f.first_text(address, *_STREET), postcode=f.first_text(address, "postcode"),
+        locality=f.first_text(address, *_LOCALITY), region=f.first_text(address, *_REGION),
+        country_code=f.dig(address, "country_code"),
+        bbox=f.bbox(box[2], box[0], box[3], box[1])
+        if isinstance(box, list) and len(box) == 4 else None)

@@ -8,8 +8,11 @@ from typing import Any
 import httpx
 
 from geotoolkit.errors import ProviderUnavailableError
+from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider, one_line
-from geotoolkit.results import Failure, NoMatch, Outcome, Query
+from geotoolkit.providers.base import json_or_none
+from geotoolkit.providers.precision import precision_of
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query
 
 __all__ = ["OPENCAGE", "OpenCage"]
 
@@ -23,6 +26,10 @@ class OpenCage(HTTPProvider):
     the batch with ``QuotaExceededError``, 429 pauses the fleet (``RateLimitError``),
     401/403 raise ``AuthenticationError``, 408 is retried. Structured queries
     are joined into text (OpenCage has a single ``q`` parameter).
+
+    The precision comes from ``components._type``; the score is ``confidence / 10``,
+    and OpenCage's confidence measures the size of the result's bounding box (10:
+    under 0.25 km across), not how well it matches the query.
 
     Parameters
     ----------
@@ -56,7 +63,7 @@ class OpenCage(HTTPProvider):
     def _options(self) -> dict[str, Any]:
         return {"country_codes": self.country_codes, "language": self.language}
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def _build(self, query: Query) -> httpx.Request:
         params = {"q": one_line(query), "limit": "1", "no_annotations": "1"}
         if self.country_codes:
             params["countrycode"] = ",".join(self.country_codes)
@@ -78,7 +85,8 @@ class OpenCage(HTTPProvider):
         if 400 <= status < 500 and status not in (401, 402, 403, 429):
             message = _body_status(response).get("message")
             if isinstance(message, str) and message:
-                return Failure(reason=f"opencage rejected the query (HTTP {status}): {message}",
+                return Failure(reason=self._reason(f"opencage rejected the query (HTTP {status}): "
+                                                   f"{message}"),
                                error="QueryError", provider=self.name)
         return None
 
@@ -92,19 +100,37 @@ class OpenCage(HTTPProvider):
         geometry = result.get("geometry") if isinstance(result, Mapping) else None
         if not isinstance(geometry, Mapping):
             raise self._bad("result without geometry", result)
-        return self._match(geometry.get("lng"), geometry.get("lat"), result.get("formatted"), result)
+        components = result.get("components")
+        confidence = result.get("confidence")
+        return self._match(geometry.get("lng"), geometry.get("lat"), result.get("formatted"), result,
+                           precision=precision_of(self.name, {
+                               "components._type": f.dig(components, "_type")}),
+                           score=None if confidence == 0 else f.scaled(confidence, 10),
+                           place=_place(result, components))
+
+
+def _place(result: Mapping[str, Any], components: object) -> Place:
+    bounds = result.get("bounds")
+    return f.place(
+        housenumber=f.dig(components, "house_number"),
+        street=f.first_text(components, "road", "street", "pedestrian", "footway"),
+        postcode=f.dig(components, "postcode"),
+        locality=f.first_text(components, "city", "town", "village", "hamlet", "municipality",
+                              "suburb"),
+        region=f.first_text(components, "state", "province", "region", "county"),
+        country_code=f.first_text(components, "ISO_3166-1_alpha-2", "country_code"),
+        bbox=f.bbox(f.dig(bounds, "southwest", "lng"), f.dig(bounds, "southwest", "lat"),
+                    f.dig(bounds, "northeast", "lng"), f.dig(bounds, "northeast", "lat")))
 
 
 def _body_status(response: httpx.Response) -> Mapping[str, Any]:
     """The answer's ``status`` object (``{"code": 402, "message": ...}``), or ``{}``."""
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
+    body = json_or_none(response)
     status = body.get("status") if isinstance(body, Mapping) else None
     return status if isinstance(status, Mapping) else {}
 
 
 def _body_code(response: httpx.Response) -> int | None:
     code = _body_status(response).get("code")
-    return code if isinstance(code, int) and not isinstance(code, bool) else None
+    valid = isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599
+    return code if valid else None

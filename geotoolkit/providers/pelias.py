@@ -7,9 +7,12 @@ from typing import Any
 
 import httpx
 
+from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider
 from geotoolkit.providers._geojson import first_feature, point_of
-from geotoolkit.results import Failure, NoMatch, Outcome, Query
+from geotoolkit.providers.base import json_or_none
+from geotoolkit.providers.precision import precision_of
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query
 
 __all__ = ["GEOCODE_EARTH", "Pelias"]
 
@@ -22,6 +25,10 @@ _STRUCTURED = {"city": "locality", "county": "county", "state": "region",
 
 class Pelias(HTTPProvider):
     """Pelias ``/v1/search`` and ``/v1/search/structured`` (GeoJSON ``[lon, lat]``).
+
+    The precision comes from ``layer`` (``match_type: interpolated`` marks an address
+    placed by the interpolation service); the score is Pelias's ``confidence`` (0-1);
+    the place id is the ``gid`` and the bbox the feature's ``bbox``.
 
     Parameters
     ----------
@@ -63,7 +70,7 @@ class Pelias(HTTPProvider):
     def _options(self) -> dict[str, Any]:
         return {"country_codes": self.country_codes, "language": self.language}
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def _build(self, query: Query) -> httpx.Request:
         params = {"size": "1"}
         if self.country_codes:
             params["boundary.country"] = ",".join(self.country_codes)
@@ -75,10 +82,7 @@ class Pelias(HTTPProvider):
 
     def _check(self, response: httpx.Response) -> Outcome | None:
         if 400 <= response.status_code < 500 and response.status_code not in (401, 402, 403, 429):
-            try:
-                errors = _errors(response.json())
-            except ValueError:
-                return None
+            errors = _errors(json_or_none(response))
             if errors:
                 return self._query_failure(errors, response.status_code)
         return None
@@ -93,12 +97,27 @@ class Pelias(HTTPProvider):
         except TypeError as exc:
             raise self._bad(str(exc), body) from exc
         props = feature.get("properties")
-        label = props.get("label", "") if isinstance(props, Mapping) else ""
-        return self._match(lon, lat, label, feature)
+        words = {"match_type": f.dig(props, "match_type"), "layer": f.dig(props, "layer")}
+        return self._match(lon, lat, f.dig(props, "label"), feature,
+                           precision=precision_of(self.name, words),
+                           score=f.scaled(f.dig(props, "confidence"), 1.0),
+                           place=_place(feature, props))
 
     def _query_failure(self, errors: list[str], status: int) -> Failure:
-        return Failure(reason=f"pelias rejected the query (HTTP {status}): {'; '.join(errors)}",
+        return Failure(reason=self._reason(f"pelias rejected the query (HTTP {status}): "
+                                           f"{'; '.join(errors)}"),
                        error="QueryError", provider=self.name)
+
+
+def _place(feature: Mapping[str, Any], props: object) -> Place:
+    box = feature.get("bbox")  # GeoJSON: [min_lon, min_lat, max_lon, max_lat]
+    return f.place(
+        place_id=f.dig(props, "gid"), housenumber=f.dig(props, "housenumber"),
+        street=f.dig(props, "street"), postcode=f.dig(props, "postalcode"),
+        locality=f.first_text(props, "locality", "localadmin", "borough"),
+        region=f.first_text(props, "region", "macroregion", "county"),
+        country_code=f.first_text(props, "country_code", "country_a"),
+        bbox=f.bbox(*box) if isinstance(box, list) and len(box) == 4 else None)
 
 
 def _structured(query: Query) -> dict[str, str]:
@@ -111,4 +130,4 @@ def _structured(query: Query) -> dict[str, str]:
 def _errors(body: Any) -> list[str]:
     meta = body.get("geocoding") if isinstance(body, Mapping) else None
     errors = meta.get("errors") if isinstance(meta, Mapping) else None
-    return [str(e) for e in errors] if isinstance(errors, list) else []
+    return [str(e)[:500] for e in errors[:10]] if isinstance(errors, list) else []

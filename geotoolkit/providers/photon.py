@@ -7,9 +7,11 @@ from typing import Any
 
 import httpx
 
+from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider, one_line
 from geotoolkit.providers._geojson import first_feature, point_of
-from geotoolkit.results import NoMatch, Outcome, Query
+from geotoolkit.providers.precision import precision_of
+from geotoolkit.results import NoMatch, Outcome, Place, Query
 
 __all__ = ["PUBLIC_PHOTON", "Photon"]
 
@@ -20,6 +22,8 @@ class Photon(HTTPProvider):
     """Photon ``/api`` (GeoJSON, coordinates ``[lon, lat]``), sans-I/O.
 
     Photon has no structured search here: structured queries are joined into text.
+    The precision comes from ``type`` (then ``osm_key``/``osm_value``); Photon gives
+    no score. ``extent`` (``[min_lon, max_lat, max_lon, min_lat]``) becomes the bbox.
 
     Parameters
     ----------
@@ -49,7 +53,7 @@ class Photon(HTTPProvider):
     def _options(self) -> dict[str, Any]:
         return {"language": self.language}
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def _build(self, query: Query) -> httpx.Request:
         params = {"q": one_line(query), "limit": "1"}
         if self.language:
             params["lang"] = self.language
@@ -63,13 +67,32 @@ class Photon(HTTPProvider):
             lon, lat = point_of(feature)
         except TypeError as exc:
             raise self._bad(str(exc), body) from exc
-        return self._match(lon, lat, _label(feature.get("properties")), feature)
+        props = feature.get("properties")
+        words = {"type": f.dig(props, "type"),
+                 "osm_key/osm_value": f"{f.dig(props, 'osm_key')}/{f.dig(props, 'osm_value')}"}
+        return self._match(lon, lat, _label(props), feature,
+                           precision=precision_of(self.name, words), place=_place(props))
+
+
+def _place(props: object) -> Place:
+    kind = f.dig(props, "type")
+    extent = f.dig(props, "extent")  # [min_lon, max_lat, max_lon, min_lat]
+    return f.place(
+        osm_type=f.osm_type(f.dig(props, "osm_type")), osm_id=f.osm_id(f.dig(props, "osm_id")),
+        housenumber=f.dig(props, "housenumber"),
+        street=f.first_text(props, "street", *(("name",) if kind == "street" else ())),
+        postcode=f.dig(props, "postcode"),
+        locality=f.first_text(props, "city", *(("name",) if kind == "city" else ()), "locality",
+                              "district"),
+        region=f.first_text(props, "state", "county"), country_code=f.dig(props, "countrycode"),
+        bbox=f.bbox(extent[0], extent[3], extent[2], extent[1])
+        if isinstance(extent, list) and len(extent) == 4 else None)
 
 
 def _label(props: object) -> str:
     if not isinstance(props, Mapping):
         return ""
-    street = " ".join(str(props[k]) for k in ("street", "housenumber") if props.get(k))
-    place = " ".join(str(props[k]) for k in ("postcode", "city") if props.get(k))
-    parts = [props.get("name"), street, place, props.get("country")]
-    return ", ".join(str(p) for p in dict.fromkeys(parts) if p)
+    street = " ".join(t for k in ("street", "housenumber") if (t := f.text(props.get(k))))
+    place = " ".join(t for k in ("postcode", "city") if (t := f.text(props.get(k))))
+    parts = [f.text(props.get("name")), street, place, f.text(props.get("country"))]
+    return ", ".join(p for p in dict.fromkeys(parts) if p)

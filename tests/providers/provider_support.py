@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from geotoolkit.providers import PROVIDERS, Provider, get_provider
+from geotoolkit.results import PRECISIONS, Match, Place
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SECRET = "sk-TEST-SECRET-7f3a9"
@@ -56,3 +57,16 @@ def response_of(envelope: dict[str, Any], request: httpx.Request | None = None) 
 
 def cases(provider: str) -> list[str]:
     return sorted(p.stem for p in (FIXTURES / provider).glob("*.json"))
+
+
+def check_match_invariants(match: Match) -> None:
+    """What every Match promises, whatever the provider said."""
+    assert match.precision in PRECISIONS
+    assert match.score is None or 0.0 <= match.score <= 1.0
+    assert isinstance(match.place, Place) and len(match.label) <= 1000
+    code = match.place.country_code
+    assert code is None or (len(code) == 2 and code.isupper() and code.isalpha())
+    if match.place.bbox is not None:
+        west, south, east, north = match.place.bbox
+        assert -180 <= west <= 180 and -180 <= east <= 180 and -90 <= south <= north <= 90
+    assert match.place.osm_type in (None, "node", "way", "relation")

@@ -10,15 +10,30 @@ import pytest
 from geotoolkit import errors
 from geotoolkit.errors import ConfigurationError, ProviderError
 from geotoolkit.providers import POLICIES, PROVIDERS, Provider, get_provider
-from geotoolkit.results import Failure, Match, NoMatch, Query
+from geotoolkit.results import PRECISIONS, Failure, Match, NoMatch, Query
 
-from .provider_support import AGENT, EXPECTED_POINT, KEYED, SECRET, cases, load, make, response_of
+from .provider_support import (
+    AGENT,
+    EXPECTED_POINT,
+    KEYED,
+    SECRET,
+    cases,
+    check_match_invariants,
+    load,
+    make,
+    response_of,
+)
 
 NAMES = sorted(PROVIDERS)
 TEXT = Query(text="Karl Johans gate 1, 0154 Oslo")
 STRUCTURED = Query(housenumber="1", street="Karl Johans gate", city="Oslo", postalcode="0154",
                    country="NO")
 FIXTURE_CASES = [(name, case) for name in NAMES for case in cases(name)]
+#: Providers whose API answers only addresses (no street, postcode or town results).
+ADDRESS_ONLY = frozenset({"geonorge", "census"})
+#: Providers that say when they placed a house number by interpolation.
+INTERPOLATING = frozenset({"nominatim", "locationiq", "pelias", "google", "mapbox", "here",
+                           "arcgis", "census"})
 
 
 @pytest.fixture(params=NAMES)
@@ -33,6 +48,20 @@ def test_every_provider_is_registered_with_a_policy_and_is_a_provider(name: str)
 
 def test_every_provider_has_the_four_core_fixtures(name: str) -> None:
     assert {"match", "no_match", "rate_limited", "error"} <= set(cases(name))
+
+
+def test_every_provider_has_match_fixtures_at_several_precisions(name: str) -> None:
+    """An address (or interpolated) match, a street, a postcode or town, an interpolated one."""
+    envelopes = [load(name, case) for case in cases(name)]
+    matches = [e for e in envelopes if e["expect"] == "Match"]
+    assert all("precision" in e and "place" in e for e in matches), name
+    precisions = {e["precision"] for e in matches}
+    assert precisions <= set(PRECISIONS)
+    assert precisions & {"address", "interpolated"}
+    if name not in ADDRESS_ONLY:
+        assert "street" in precisions and precisions & {"postcode", "locality"}, precisions
+    if name in INTERPOLATING:
+        assert "interpolated" in precisions
 
 
 def test_free_text_request(name: str) -> None:
@@ -112,8 +141,10 @@ def test_fixture_parses_to_the_documented_outcome(provider_name: str, case: str)
         assert type(outcome).__name__ == expect, outcome
         assert outcome.provider == provider_name and SECRET not in repr(outcome)
         if isinstance(outcome, Match):
-            assert (outcome.lon, outcome.lat) == pytest.approx(EXPECTED_POINT[provider_name])
+            point = envelope.get("point", EXPECTED_POINT[provider_name])
+            assert (outcome.lon, outcome.lat) == pytest.approx(tuple(point))
             assert outcome.label and outcome.raw
+            check_match(outcome, envelope)
         if "reason_contains" in envelope:
             assert isinstance(outcome, Failure | NoMatch)
             assert envelope["reason_contains"] in outcome.reason
@@ -124,6 +155,25 @@ def test_fixture_parses_to_the_documented_outcome(provider_name: str, case: str)
     assert SECRET not in str(info.value)
     if "retry_after" in envelope:
         assert info.value.retry_after == envelope["retry_after"]  # type: ignore[attr-defined]
+
+
+def check_match(match: Match, envelope: dict[str, object]) -> None:
+    """The fixture's expected precision, score and place fields (those it names)."""
+    assert match.precision == envelope["precision"]
+    expected_score = envelope["score"]
+    if expected_score is None:
+        assert match.score is None
+    else:
+        assert match.score == pytest.approx(expected_score)
+    check_match_invariants(match)
+    place = envelope["place"]
+    assert isinstance(place, dict)
+    for field, value in place.items():
+        got = getattr(match.place, field)
+        if field == "bbox" and value is not None:
+            assert got == pytest.approx(tuple(value)), field
+        else:
+            assert got == value, (field, got, value)
 
 
 @pytest.mark.parametrize("body", [b"<html>upstream glitch</html>", b'{"unexpected": 1}', b"[1, 2]",

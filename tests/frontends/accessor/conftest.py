@@ -81,6 +81,8 @@ class RawCoordinates:
     host = "coordinates.test"
     default_rate: float | None = None
     gate_key = "coordinates.test"
+    secrets: tuple[str, ...] = ()
+    max_query_chars = 2000
 
     def cache_namespace(self) -> str:
         return "raw-coordinates"

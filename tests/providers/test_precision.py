@@ -1,0 +1,94 @@
+"""The precision vocabularies: data, consulted in order, never raising, mirrored in the docs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from geotoolkit.providers import PROVIDERS, precision
+from geotoolkit.providers.precision import (
+    MAPBOX_CONFIDENCE,
+    SCORES,
+    VOCABULARIES,
+    Vocabulary,
+    precision_of,
+    render_markdown,
+)
+from geotoolkit.results import PRECISIONS
+
+DOCS = Path(__file__).parents[2] / "docs" / "providers.md"
+ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                        lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(st.text(), inner, max_size=3), max_leaves=10)
+
+
+def test_public_names_are_pinned() -> None:
+    assert sorted(precision.__all__) == ["MAPBOX_CONFIDENCE", "SCORES", "VOCABULARIES",
+                                         "Vocabulary", "precision_of", "render_markdown"]
+
+
+def test_every_provider_has_a_vocabulary_and_a_documented_score() -> None:
+    assert set(PROVIDERS) | {"census batch"} == set(VOCABULARIES) == set(SCORES)
+    for vocabularies in VOCABULARIES.values():
+        for vocabulary in vocabularies:
+            assert vocabulary.words and set(vocabulary.words.values()) <= set(PRECISIONS)
+    assert all(0 < v <= 1 for v in MAPBOX_CONFIDENCE.values())
+
+
+def test_the_docs_show_the_tables_as_generated() -> None:
+    text = DOCS.read_text()
+    start = text.index("<!-- precision-tables")
+    body = text[text.index("\n", start) + 1:text.index("<!-- /precision-tables -->")]
+    assert body == render_markdown()
+
+
+@pytest.mark.parametrize(("provider", "values", "expected"), [
+    ("nominatim", {"osm_type/category/type": "way/place/house", "place_rank": 30}, "interpolated"),
+    ("nominatim", {"osm_type/category/type": "node/place/house",
+                   "category/type": "place/house"}, "address"),
+    ("nominatim", {"addresstype": "amenity", "category/type": "amenity/cafe",
+                   "place_rank": 30}, "address"),
+    ("nominatim", {"category/type": "highway/residential"}, "street"),
+    ("nominatim", {"category/type": "boundary/administrative", "place_rank": 8}, "region"),
+    ("nominatim", {"place_rank": 4}, "country"),
+    ("nominatim", {"place_rank": 99}, "unknown"),
+    ("google", {"geometry.location_type": "RANGE_INTERPOLATED",
+                "types": ["street_address"]}, "interpolated"),
+    ("google", {"types": ["political", "sublocality", "locality"]}, "locality"),
+    ("google", {"types": ["route", "postal_code"]}, "street"),  # the finest of the types
+    ("here", {"resultType": "locality", "localityType": "postalCode"}, "postcode"),
+    ("here", {"resultType": "houseNumber", "houseNumberType": "interpolated"}, "interpolated"),
+    ("arcgis", {"Addr_type": "Locality", "Type": "State or Province"}, "region"),
+    ("arcgis", {"Addr_type": "StreetAddress"}, "interpolated"),
+    ("arcgis", {"Addr_type": "MGRS"}, "unknown"),
+    ("mapbox", {"coordinates.accuracy": "approximate", "feature_type": "address"}, "address"),
+    ("photon", {"type": "other", "osm_key/osm_value": "place/postcode"}, "postcode"),
+    ("pelias", {"match_type": "fallback", "layer": "street"}, "street"),
+    ("census", {"addressMatches[]": "match"}, "interpolated"),
+    ("opencage", {"components._type": "restaurant"}, "unknown"),
+    ("no such provider", {"type": "house"}, "unknown"),
+])
+def test_words_map_to_our_precision(provider: str, values: dict[str, Any], expected: str) -> None:
+    assert precision_of(provider, values) == expected
+
+
+def test_words_are_matched_case_insensitively() -> None:
+    assert precision_of("arcgis", {"Addr_type": "pointaddress"}) == "address"
+    assert precision_of("here", {"resultType": " HOUSENUMBER "}) == "address"
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.dictionaries(st.sampled_from(sorted({v.field for vs in VOCABULARIES.values()
+                                                      for v in vs})), ANY_JSON))
+def test_any_value_gives_a_precision_and_never_raises(values: dict[str, Any]) -> None:
+    for provider in VOCABULARIES:
+        assert precision_of(provider, values) in PRECISIONS
+
+
+def test_a_table_with_a_word_that_is_not_a_precision_is_refused() -> None:
+    with pytest.raises(ValueError, match="not precisions"):
+        Vocabulary("type", {"house": "building"})
