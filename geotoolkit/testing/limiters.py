@@ -268,10 +268,12 @@ class FixedWindow(Limiter):
 class GCRA(Limiter):
     """The generic cell rate algorithm: nginx ``limit_req zone rate=r burst=b nodelay``.
 
-    Each key has a theoretical arrival time ``tat``. A request at ``now`` is admitted when
-    ``now >= tat - burst/rate``, and then ``tat = max(tat, now) + 1/rate``. With burst 0,
-    two requests closer than ``1/rate`` apart: the second is rejected. Rejections do not
-    move ``tat``. Like nginx, it announces ``Retry-After: 1`` whatever the wait.
+    A request at ``now`` is admitted when it arrives no earlier than ``tat - burst/rate``
+    (``tat``: the theoretical arrival time of the key's next request), and then
+    ``tat = max(tat, now) + 1/rate``. With burst 0, two requests closer than ``1/rate``
+    apart: the second is rejected. Rejections do not move ``tat``. Like nginx, the state
+    is kept in requests (the excess over the rate), so a new rate applies to it at once.
+    It announces ``Retry-After: 1`` whatever the wait, as such limiters do.
 
     >>> g = GCRA(rate=1.0, burst=2)
     >>> [g.admit("k", 0.0).admitted for _ in range(4)]     # 1 + burst at once
@@ -282,40 +284,42 @@ class GCRA(Limiter):
 
     name = "gcra"
 
-    _tat: dict[Key, float]
-    _previous: dict[Key, float | None]
+    _excess: dict[Key, tuple[float, float]]  # key -> (tat - as_of in requests, as of)
+    _previous: dict[Key, tuple[float, float] | None]
 
     def retry_after(self, wait_seconds: float) -> int:
         return 1
 
-    def _wait(self, key: Key, now: float) -> tuple[float, float]:
-        interval = 1.0 / self.rate
-        tat = max(self._tat.get(key, now), now)
-        allowed_at = tat - (self.burst or 0) * interval
-        wait = allowed_at - now
-        return (0.0 if wait <= _EPSILON else wait), tat + interval
+    def _level(self, key: Key, now: float) -> float:
+        """The key's excess at ``now``, in requests: ``(tat - now) * rate``, at least 0."""
+        excess, as_of = self._excess.get(key, (0.0, now))
+        return max(0.0, excess - max(0.0, now - as_of) * self.rate)
+
+    def _wait(self, level: float) -> float:
+        over = level - (self.burst or 0)
+        return 0.0 if over <= _EPSILON * self.rate else over / self.rate
 
     def check(self, key: Key, now: float) -> Verdict:
-        return self._verdict(self._wait(key, now)[0])
+        return self._verdict(self._wait(self._level(key, now)))
 
     def admit(self, key: Key, now: float) -> Verdict:
-        wait, next_tat = self._wait(key, now)
-        verdict = self._verdict(wait)
+        level = self._level(key, now)
+        verdict = self._verdict(self._wait(level))
         if verdict.admitted:
-            self._previous[key] = self._tat.get(key)
-            self._tat[key] = next_tat
+            self._previous[key] = self._excess.get(key)
+            self._excess[key] = (level + 1.0, max(now, self._excess.get(key, (0.0, now))[1]))
         return verdict
 
     def refund(self, key: Key) -> None:
         if key in self._previous:
             previous = self._previous.pop(key)
             if previous is None:
-                self._tat.pop(key, None)
+                self._excess.pop(key, None)
             else:
-                self._tat[key] = previous
+                self._excess[key] = previous
 
     def clear(self) -> None:
-        self._tat = {}
+        self._excess = {}
         self._previous = {}
 
 
