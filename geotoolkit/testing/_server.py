@@ -29,7 +29,7 @@ __all__ = ["HOST", "Owner", "Server", "refusing_url", "unused_url"]
 HOST: Final = "127.0.0.1"
 _MAX_LINE: Final = 65536
 _MAX_HEADERS: Final = 100
-_POLL_SECONDS: Final = 0.05
+_POLL_SECONDS: Final = 0.02
 _NO_BODY: Final = frozenset({204, 304})
 
 

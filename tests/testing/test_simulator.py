@@ -591,7 +591,8 @@ def test_addresses_csv_matches_the_known_table() -> None:
 def test_cli_runs_until_interrupted() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "geotoolkit.testing", "--port", "0", "--rate-limit", "1"],
+        [sys.executable, "-m", "geotoolkit.testing", "--port", "0", "--rate-limit", "1",
+         "--limiter", "token-bucket", "--burst", "2"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -604,8 +605,8 @@ def test_cli_runs_until_interrupted() -> None:
         url = line.rsplit(" ", 1)[-1].strip()
         assert url.startswith("http://127.0.0.1:")
         with httpx.Client(base_url=url, timeout=5.0) as client:
-            assert search(client, VADUZ).status_code == 200
-            assert search(client, VADUZ).status_code == 429
+            codes = [search(client, VADUZ).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]  # a bucket of two tokens
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=10) == 0
     finally:
@@ -613,3 +614,30 @@ def test_cli_runs_until_interrupted() -> None:
             proc.kill()
             proc.wait()
         proc.communicate()
+
+
+def test_cli_parser_accepts_limiter_burst_and_fault() -> None:
+    from geotoolkit.testing.__main__ import build_parser
+
+    args = build_parser().parse_args(
+        ["--limiter", "gcra", "--burst", "3", "--fault", "#Trickle", "--trickle-interval-seconds", "2"])
+    assert (args.limiter, args.burst, args.fault, args.trickle_interval_seconds) == (
+        "gcra", 3, "trickle", 2.0)
+    defaults = build_parser().parse_args([])
+    assert (defaults.limiter, defaults.burst, defaults.fault) == ("sliding-window", None, None)
+    for bad in (["--burst", "-1"], ["--burst", "many"], ["--limiter", "polite"], ["--fault", "nope"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(bad)
+
+
+def test_public_names_are_pinned() -> None:
+    import geotoolkit.testing as testing
+    from geotoolkit.testing import simulator
+
+    assert testing.__all__ == [
+        "FAULTS", "KNOWN_ADDRESSES", "LIMITERS", "RESET_STATUS", "KnownAddress", "LimiterName",
+        "OutageMode", "ProviderSimulator", "RetryAfterMode", "SimulatedRequest", "refusing_url",
+        "unused_url",
+    ]
+    for name in simulator.__all__:
+        assert getattr(simulator, name) is getattr(testing, name)
