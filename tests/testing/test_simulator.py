@@ -19,6 +19,7 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sim_support import T0, VADUZ, FakeClock, search
 
 from geotoolkit.testing import (
     KNOWN_ADDRESSES,
@@ -30,22 +31,7 @@ from geotoolkit.testing import (
 
 ROOT = Path(__file__).resolve().parents[2]
 ADDRESSES_CSV = ROOT / "notebooks" / "data" / "addresses.csv"
-VADUZ = "Städtle 38, 9490 Vaduz, Liechtenstein"
 MIN_LON, MIN_LAT, MAX_LON, MAX_LAT = 9.47, 47.05, 9.64, 47.27
-T0 = 1_700_000_000.0
-
-
-class FakeClock:
-    """A settable clock: tests move time forward instead of sleeping."""
-
-    def __init__(self, start: float = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def set(self, offset: float) -> None:
-        self.now = T0 + offset
 
 
 @pytest.fixture
@@ -58,13 +44,6 @@ def sim() -> Iterator[ProviderSimulator]:
 def client(sim: ProviderSimulator) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=sim.url, timeout=5.0) as c:
         yield c
-
-
-def search(client: httpx.Client, q: str | None = None, **params: str) -> httpx.Response:
-    query: dict[str, str] = {"format": "jsonv2", **params}
-    if q is not None:
-        query["q"] = q
-    return client.get("/search", params=query)
 
 
 def in_bbox(lon: float, lat: float) -> bool:
