@@ -6,6 +6,8 @@ import argparse
 import time
 from collections.abc import Sequence
 
+from geotoolkit.testing.faults import FAULTS, parse_fault
+from geotoolkit.testing.limiters import LIMITERS
 from geotoolkit.testing.simulator import ProviderSimulator, RetryAfterMode
 
 
@@ -23,16 +25,42 @@ def _retry_after(value: str) -> RetryAfterMode:
     return seconds
 
 
+def _fault(value: str) -> str:
+    try:
+        return parse_fault(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _burst(value: str) -> int:
+    try:
+        burst = int(value)
+    except ValueError:
+        burst = -1
+    if burst < 0:
+        raise argparse.ArgumentTypeError("burst must be a whole number >= 0")
+    return burst
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m geotoolkit.testing",
         description="A local Nominatim-compatible /search server on 127.0.0.1, for offline "
-        "tests. Script failures with tokens in the address: #malformed #error #500 #503 "
-        "#429 #reset #timeout, optionally with xN (e.g. #503x2).",
+        "tests. Script failures with tokens in the address, optionally with xN (e.g. "
+        "#503x2): " + " ".join("#" + name for name in FAULTS) + ".",
     )
     parser.add_argument("--port", type=int, default=8080, help="port (0: any free port)")
     parser.add_argument("--rate-limit", type=float, default=None, help="requests/s per key")
     parser.add_argument("--window-seconds", type=float, default=1.0)
+    parser.add_argument(
+        "--limiter", choices=sorted(LIMITERS), default="sliding-window",
+        help="how the per-key rate limit is enforced (default: sliding-window)",
+    )
+    parser.add_argument(
+        "--burst", type=_burst, default=None,
+        help="gcra/leaky-bucket: requests allowed ahead of the rate (default 0); "
+        "token-bucket: its capacity (default: the rate)",
+    )
     parser.add_argument(
         "--retry-after", type=_retry_after, default="auto",
         help="auto | http-date | missing | N (fixed seconds)",
@@ -45,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--daily-cap", type=int, default=None)
     parser.add_argument("--hang-seconds", type=float, default=30.0)
+    parser.add_argument(
+        "--fault", type=_fault, default=None,
+        help="a fault for every search, e.g. trickle, huge, status=502 (default: none)",
+    )
+    parser.add_argument("--trickle-interval-seconds", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=0)
     return parser
 
@@ -54,12 +87,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim = ProviderSimulator(
         args.rate_limit,
         window_seconds=args.window_seconds,
+        limiter=args.limiter,
+        burst=args.burst,
         retry_after=args.retry_after,
         latency_seconds=args.latency_seconds,
         error_503_rate=args.error_503_rate,
         valid_keys=args.keys,
         daily_cap=args.daily_cap,
         hang_seconds=args.hang_seconds,
+        fault=args.fault,
+        trickle_interval_seconds=args.trickle_interval_seconds,
         seed=args.seed,
         port=args.port,
     )

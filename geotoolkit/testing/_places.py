@@ -6,12 +6,12 @@ Pure functions, stdlib only (plus ``normalise_address``). Coordinates are ``lon,
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from geotoolkit.results import normalise_address
+from geotoolkit.testing._tokens import strip_tokens
 
 __all__ = [
     "BBOX",
@@ -19,11 +19,8 @@ __all__ = [
     "NOMINATIM_FIELDS",
     "KnownAddress",
     "Place",
-    "Token",
-    "find_tokens",
     "query_repr",
     "resolve",
-    "strip_tokens",
 ]
 
 #: Liechtenstein's bounding box: ``(min_lon, min_lat, max_lon, max_lat)``.
@@ -83,38 +80,6 @@ KNOWN_ADDRESSES: tuple[KnownAddress, ...] = (
         20, "Kirchstrasse 5", "9488", "Schellenberg", "Schellenberg", 9.5469800, 47.2305600
     ),
 )
-
-
-# --------------------------------------------------------------------------- magic tokens
-
-_TOKEN_RE = re.compile(
-    r"#(malformed|error|timeout|reset|500|503|429)(?:x(\d+))?(?!\w)", re.IGNORECASE
-)
-
-
-@dataclass(frozen=True)
-class Token:
-    """A failure-scripting token: ``#503x2`` is ``Token("503", 2)``; ``#503`` has ``times=None``."""
-
-    name: str
-    times: int | None = None
-
-
-def find_tokens(text: str) -> list[Token]:
-    """The magic tokens in ``text``, in order of appearance.
-
-    >>> find_tokens("Städtle 38 #503x2 #TIMEOUT")
-    [Token(name='503', times=2), Token(name='timeout', times=None)]
-    """
-    return [
-        Token(m.group(1).casefold(), int(m.group(2)) if m.group(2) else None)
-        for m in _TOKEN_RE.finditer(text)
-    ]
-
-
-def strip_tokens(text: str) -> str:
-    """``text`` without its magic tokens (whitespace is collapsed later by normalisation)."""
-    return _TOKEN_RE.sub(" ", text)
 
 
 # --------------------------------------------------------------------------- answers

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from sim_support import T0, VADUZ, FakeClock, search
 
 from geotoolkit.testing import (
     KNOWN_ADDRESSES,
@@ -30,22 +31,7 @@ from geotoolkit.testing import (
 
 ROOT = Path(__file__).resolve().parents[2]
 ADDRESSES_CSV = ROOT / "notebooks" / "data" / "addresses.csv"
-VADUZ = "Städtle 38, 9490 Vaduz, Liechtenstein"
 MIN_LON, MIN_LAT, MAX_LON, MAX_LAT = 9.47, 47.05, 9.64, 47.27
-T0 = 1_700_000_000.0
-
-
-class FakeClock:
-    """A settable clock: tests move time forward instead of sleeping."""
-
-    def __init__(self, start: float = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def set(self, offset: float) -> None:
-        self.now = T0 + offset
 
 
 @pytest.fixture
@@ -58,13 +44,6 @@ def sim() -> Iterator[ProviderSimulator]:
 def client(sim: ProviderSimulator) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=sim.url, timeout=5.0) as c:
         yield c
-
-
-def search(client: httpx.Client, q: str | None = None, **params: str) -> httpx.Response:
-    query: dict[str, str] = {"format": "jsonv2", **params}
-    if q is not None:
-        query["q"] = q
-    return client.get("/search", params=query)
 
 
 def in_bbox(lon: float, lat: float) -> bool:
@@ -591,7 +570,8 @@ def test_addresses_csv_matches_the_known_table() -> None:
 def test_cli_runs_until_interrupted() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "geotoolkit.testing", "--port", "0", "--rate-limit", "1"],
+        [sys.executable, "-m", "geotoolkit.testing", "--port", "0", "--rate-limit", "1",
+         "--limiter", "token-bucket", "--burst", "2"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -604,8 +584,8 @@ def test_cli_runs_until_interrupted() -> None:
         url = line.rsplit(" ", 1)[-1].strip()
         assert url.startswith("http://127.0.0.1:")
         with httpx.Client(base_url=url, timeout=5.0) as client:
-            assert search(client, VADUZ).status_code == 200
-            assert search(client, VADUZ).status_code == 429
+            codes = [search(client, VADUZ).status_code for _ in range(3)]
+        assert codes == [200, 200, 429]  # a bucket of two tokens
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=10) == 0
     finally:
@@ -613,3 +593,30 @@ def test_cli_runs_until_interrupted() -> None:
             proc.kill()
             proc.wait()
         proc.communicate()
+
+
+def test_cli_parser_accepts_limiter_burst_and_fault() -> None:
+    from geotoolkit.testing.__main__ import build_parser
+
+    args = build_parser().parse_args(
+        ["--limiter", "gcra", "--burst", "3", "--fault", "#Trickle", "--trickle-interval-seconds", "2"])
+    assert (args.limiter, args.burst, args.fault, args.trickle_interval_seconds) == (
+        "gcra", 3, "trickle", 2.0)
+    defaults = build_parser().parse_args([])
+    assert (defaults.limiter, defaults.burst, defaults.fault) == ("sliding-window", None, None)
+    for bad in (["--burst", "-1"], ["--burst", "many"], ["--limiter", "polite"], ["--fault", "nope"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(bad)
+
+
+def test_public_names_are_pinned() -> None:
+    import geotoolkit.testing as testing
+    from geotoolkit.testing import simulator
+
+    assert testing.__all__ == [
+        "FAULTS", "KNOWN_ADDRESSES", "LIMITERS", "RESET_STATUS", "KnownAddress", "LimiterName",
+        "OutageMode", "ProviderSimulator", "RetryAfterMode", "SimulatedRequest", "refusing_url",
+        "unused_url",
+    ]
+    for name in simulator.__all__:
+        assert getattr(simulator, name) is getattr(testing, name)
