@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -21,6 +23,8 @@ from geotoolkit.gate.base import (
     Report,
     Reservation,
     Usage,
+    check_timeout,
+    check_value,
 )
 from geotoolkit.gate.fleet import Fleet, cap_reached, pause_step, period_of, reserve_step
 
@@ -42,6 +46,10 @@ _SCHEMA = [
         key TEXT NOT NULL, period TEXT NOT NULL, used INTEGER NOT NULL,
         PRIMARY KEY (key, period)
     )""",
+    """CREATE TABLE IF NOT EXISTS gate_values (
+        key TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, expires_at REAL NOT NULL,
+        PRIMARY KEY (key, name)
+    )""",
 ]
 
 #: Cap counters are kept this long (two months) after their period.
@@ -58,6 +66,23 @@ def default_gate_path() -> Path:
     return Path(platformdirs.user_cache_dir("geotoolkit")) / "gate.sqlite"
 
 
+def _private_file(path: Path) -> None:
+    """Create ``path`` readable by its owner only (0600), and its missing directories (0700).
+
+    An existing file or directory keeps its mode. SQLite gives the ``-wal`` and
+    ``-shm`` files it creates next to a database the database file's mode.
+    """
+    missing: list[Path] = []
+    directory = path.parent
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another process was quicker
+            directory.mkdir(mode=0o700)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+
+
 class SQLiteGate:
     """Gate state in a SQLite file (WAL mode, ``BEGIN IMMEDIATE`` transactions).
 
@@ -68,6 +93,10 @@ class SQLiteGate:
     handler sleeps in steps of up to 100 ms: a fleet starting at once would queue
     for seconds); reads go through a second one, so checking a pause never waits
     behind this process's own writes (WAL readers do not block).
+
+    A file locked by another connection for longer than ``timeout_seconds`` (a
+    ``BEGIN EXCLUSIVE`` left open) turns a call into a ``GateError``, never a hang.
+    The file (and the directories it needs) is created readable by its owner only.
     """
 
     backend = "sqlite"
@@ -78,11 +107,11 @@ class SQLiteGate:
         self.path = Path(path) if path is not None else default_gate_path()
         self._clock = clock or SystemClock()
         self.aimd = aimd or Aimd()
-        self._timeout = timeout_seconds
+        self._timeout = timeout_seconds = check_timeout(timeout_seconds)
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _private_file(self.path)
             self._db = sqlite3.connect(self.path, timeout=0.0, isolation_level=None,
                                        check_same_thread=False)
             self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
@@ -130,7 +159,7 @@ class SQLiteGate:
                 self._retry(lambda: self._db.execute("COMMIT"))
                 return result
             except sqlite3.Error as exc:
-                raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
+                raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
 
     @staticmethod
     def _read(db: sqlite3.Connection, key: str) -> tuple[float, float, Fleet]:
@@ -225,6 +254,7 @@ class SQLiteGate:
                 # Cap counters of periods long gone (labels sort by date).
                 db.execute("DELETE FROM gate_usage WHERE period < ?",
                            (period_of(now - _KEEP_USAGE_SECONDS, "day")[0],))
+                db.execute("DELETE FROM gate_values WHERE expires_at <= ?", (now,))
             elif worker is not None:
                 db.execute("INSERT INTO gate_workers(key, worker, expires_at) VALUES (?, ?, ?) "
                            "ON CONFLICT(key, worker) DO UPDATE SET expires_at = excluded.expires_at",
@@ -245,12 +275,44 @@ class SQLiteGate:
     def usage(self, key: str, period: Period = "day") -> Usage:
         return self._read_only(lambda db: self._usage_at(db, key, period, self._clock.now()))
 
+    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
+                  only_if_absent: bool = False) -> bool:
+        ttl = check_value(name, value, ttl_seconds)
+
+        def body(db: sqlite3.Connection) -> bool:
+            now = self._clock.now()
+            db.execute("DELETE FROM gate_values WHERE key = ? AND expires_at <= ?", (key, now))
+            conflict = "NOTHING" if only_if_absent else (
+                "UPDATE SET value = excluded.value, expires_at = excluded.expires_at")
+            db.execute("INSERT INTO gate_values(key, name, value, expires_at) VALUES (?, ?, ?, ?) "
+                       f"ON CONFLICT(key, name) DO {conflict}", (key, name, value, now + ttl))
+            return bool(db.execute("SELECT changes()").fetchone()[0])
+
+        return self._transaction(body)
+
+    def values(self, key: str, prefix: str = "") -> dict[str, str]:
+        def body(db: sqlite3.Connection) -> dict[str, str]:
+            rows = db.execute("SELECT name, value FROM gate_values WHERE key = ? AND expires_at > ?",
+                              (key, self._clock.now()))
+            return {str(n): str(v) for n, v in rows if str(n).startswith(prefix)}
+
+        return self._read_only(body)
+
+    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
+        def body(db: sqlite3.Connection) -> bool:
+            db.execute("DELETE FROM gate_values WHERE key = ? AND name = ? AND expires_at > ? "
+                       "AND (? IS NULL OR value = ?)",
+                       (key, name, self._clock.now(), only_if, only_if))
+            return bool(db.execute("SELECT changes()").fetchone()[0])
+
+        return self._transaction(body)
+
     def _read_only(self, body: Callable[[sqlite3.Connection], T]) -> T:
         with self._read_lock:
             try:
                 return body(self._reader)
             except sqlite3.Error as exc:
-                raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
+                raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
 
     def close(self) -> None:
         with self._lock, self._read_lock:
