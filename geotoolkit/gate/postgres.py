@@ -11,9 +11,9 @@ periods follow the server's UTC calendar.
 Create the schema ahead of time with ``geotoolkit gate init URL`` (``init_schema``),
 or let the first gate call do it.
 
-Nothing waits forever: the session has a ``lock_timeout`` and a
-``statement_timeout`` of ``timeout_seconds`` (besides ``connect_timeout`` and
-``tcp_user_timeout``), so a row held by another session (``SELECT ... FOR
+Nothing waits forever: the session has a ``statement_timeout`` of
+``timeout_seconds`` and a ``lock_timeout`` of 90 % of it (besides
+``connect_timeout`` and ``tcp_user_timeout``), so a row held by another session (``SELECT ... FOR
 UPDATE`` left open), a ``LOCK TABLE``, a ``VACUUM FULL`` or an ``ALTER`` turns a
 gate call into a ``GateError`` after about that long (``FallbackGate`` then paces
 locally until the lock is gone).
@@ -99,6 +99,23 @@ def _password(dsn: str) -> str | None:
     return str(value) if value else None
 
 
+def deadlines(timeout_seconds: float) -> tuple[str, str]:
+    """The session's ``lock_timeout`` and ``statement_timeout`` for a call deadline.
+
+    A lock wait gives up a little earlier (90 %), so it is reported as a lock wait.
+
+    >>> deadlines(0.3)
+    ('270ms', '300ms')
+    """
+    return f"{max(1, math.ceil(timeout_seconds * 900))}ms", f"{max(1, math.ceil(timeout_seconds * 1000))}ms"
+
+
+def error_text(exc: BaseException, secrets: list[str | None]) -> str:
+    """``exc`` as redacted text, without PostgreSQL's CONTEXT lines (the SQL that ran)."""
+    text = str(exc).split("\nCONTEXT:", 1)[0].strip()
+    return redact(f"{type(exc).__name__}: {text}", secrets)
+
+
 def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
     params: dict[str, Any] = {"autocommit": True, "application_name": "geotoolkit-gate"}
     given = psycopg.conninfo.conninfo_to_dict(dsn)
@@ -107,7 +124,6 @@ def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
     if "tcp_user_timeout" not in given:  # a dead server mid-query fails fast too
         params["tcp_user_timeout"] = max(1, math.ceil(timeout_seconds * 1000))
     conn = psycopg.connect(dsn, **params)
-    deadline = f"{max(1, math.ceil(timeout_seconds * 1000))}ms"
     try:
         # Every statement has a deadline: a held row or table lock, a VACUUM FULL or
         # a hung query becomes an error, never a wait for ever. Cap counters are the
@@ -115,7 +131,7 @@ def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
         # server crash is fine, waiting for an fsync per send is not.
         conn.execute("SELECT set_config('lock_timeout', %s, false), "
                      "set_config('statement_timeout', %s, false), "
-                     "set_config('synchronous_commit', 'off', false)", (deadline, deadline))
+                     "set_config('synchronous_commit', 'off', false)", deadlines(timeout_seconds))
     except BaseException:
         conn.close()
         raise
@@ -190,7 +206,7 @@ class PostgresGate:
     # -- plumbing ---------------------------------------------------------------
 
     def _fail(self, action: str, exc: BaseException) -> NoReturn:
-        message = redact(f"{type(exc).__name__}: {str(exc).strip()}", [self._password])
+        message = error_text(exc, [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
         raise GateError(f"PostgreSQL gate at {self.dsn} failed to {action}: {message}",

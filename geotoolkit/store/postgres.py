@@ -118,7 +118,8 @@ class PostgresStore:
         self._conn: psycopg.Connection[Any] | None = None
 
     def _fail(self, exc: BaseException) -> NoReturn:
-        message = redact(f"{type(exc).__name__}: {str(exc).strip()}", [self._password])
+        text = str(exc).split("\nCONTEXT:", 1)[0].strip()  # not the SQL that ran
+        message = redact(f"{type(exc).__name__}: {text}", [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
         raise StoreError(f"PostgreSQL cache at {self.dsn} failed: {message}",
@@ -133,9 +134,11 @@ class PostgresStore:
                 params["tcp_user_timeout"] = max(1, math.ceil(self._timeout * 1000))
             conn = psycopg.connect(self._dsn, **params)
             try:
-                deadline = f"{max(1, math.ceil(self._timeout * 1000))}ms"
+                # A lock wait gives up a little earlier, so it is reported as one.
+                deadlines = (f"{max(1, math.ceil(self._timeout * 900))}ms",
+                             f"{max(1, math.ceil(self._timeout * 1000))}ms")
                 conn.execute("SELECT set_config('lock_timeout', %s, false), "
-                             "set_config('statement_timeout', %s, false)", (deadline, deadline))
+                             "set_config('statement_timeout', %s, false)", deadlines)
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                     conn.execute(_SCHEMA)
