@@ -13,10 +13,10 @@ or let the first gate call do it.
 
 Nothing waits forever: the session has a ``statement_timeout`` of
 ``timeout_seconds`` and a ``lock_timeout`` of 90 % of it (besides
-``connect_timeout`` and ``tcp_user_timeout``), so a row held by another session (``SELECT ... FOR
-UPDATE`` left open), a ``LOCK TABLE``, a ``VACUUM FULL`` or an ``ALTER`` turns a
-gate call into a ``GateError`` after about that long (``FallbackGate`` then paces
-locally until the lock is gone).
+``connect_timeout`` and ``tcp_user_timeout``), so a row held by another session
+(``SELECT ... FOR UPDATE`` left open), a ``LOCK TABLE``, a ``VACUUM FULL`` or an
+``ALTER`` turns a gate call into a ``GateError`` after about that long
+(``FallbackGate`` then paces locally until the lock is gone).
 """
 
 from __future__ import annotations
@@ -99,18 +99,24 @@ def _password(dsn: str) -> str | None:
     return str(value) if value else None
 
 
-def deadlines(timeout_seconds: float) -> tuple[str, str]:
+#: PostgreSQL's largest timeout setting (milliseconds).
+_MAX_TIMEOUT_MS = 2_147_483_647
+
+
+def _deadlines(timeout_seconds: float) -> tuple[str, str]:
     """The session's ``lock_timeout`` and ``statement_timeout`` for a call deadline.
 
     A lock wait gives up a little earlier (90 %), so it is reported as a lock wait.
 
-    >>> deadlines(0.3)
-    ('270ms', '300ms')
+    >>> _deadlines(0.3), _deadlines(1e12)[1]
+    (('270ms', '300ms'), '2147483647ms')
     """
-    return f"{max(1, math.ceil(timeout_seconds * 900))}ms", f"{max(1, math.ceil(timeout_seconds * 1000))}ms"
+    lock, statement = (f"{min(_MAX_TIMEOUT_MS, max(1, math.ceil(timeout_seconds * share)))}ms"
+                       for share in (900, 1000))
+    return lock, statement
 
 
-def error_text(exc: BaseException, secrets: list[str | None]) -> str:
+def _error_text(exc: BaseException, secrets: list[str | None]) -> str:
     """``exc`` as redacted text, without PostgreSQL's CONTEXT lines (the SQL that ran)."""
     text = str(exc).split("\nCONTEXT:", 1)[0].strip()
     return redact(f"{type(exc).__name__}: {text}", secrets)
@@ -131,7 +137,7 @@ def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
         # server crash is fine, waiting for an fsync per send is not.
         conn.execute("SELECT set_config('lock_timeout', %s, false), "
                      "set_config('statement_timeout', %s, false), "
-                     "set_config('synchronous_commit', 'off', false)", deadlines(timeout_seconds))
+                     "set_config('synchronous_commit', 'off', false)", _deadlines(timeout_seconds))
     except BaseException:
         conn.close()
         raise
@@ -209,7 +215,7 @@ class PostgresGate:
     # -- plumbing ---------------------------------------------------------------
 
     def _fail(self, action: str, exc: BaseException) -> NoReturn:
-        message = error_text(exc, [self._password])
+        message = _error_text(exc, [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
         raise GateError(f"PostgreSQL gate at {self.dsn} failed to {action}: {message}",

@@ -73,6 +73,8 @@ DO $$ BEGIN
     END IF;
 END $$
 """
+#: PostgreSQL's largest timeout setting (milliseconds).
+_MAX_TIMEOUT_MS = 2_147_483_647
 #: Errors of a statement that ran out of time (the connection itself is fine).
 _TIMED_OUT = (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled)
 _UPSERT = (f"INSERT INTO {TABLE} (key, {', '.join(COLUMNS)}) "
@@ -135,8 +137,8 @@ class PostgresStore:
             conn = psycopg.connect(self._dsn, **params)
             try:
                 # A lock wait gives up a little earlier, so it is reported as one.
-                deadlines = (f"{max(1, math.ceil(self._timeout * 900))}ms",
-                             f"{max(1, math.ceil(self._timeout * 1000))}ms")
+                deadlines = tuple(f"{min(_MAX_TIMEOUT_MS, max(1, math.ceil(self._timeout * share)))}ms"
+                                  for share in (900, 1000))
                 conn.execute("SELECT set_config('lock_timeout', %s, false), "
                              "set_config('statement_timeout', %s, false)", deadlines)
                 with conn.transaction():
