@@ -341,19 +341,14 @@ MAX_TTL_SECONDS = 10 * 365 * 86_400.0
 
 
 def check_value(name: str, value: str, ttl_seconds: float) -> float:
-    """Validate ``set_value``'s arguments; return the time to live as a float.
-
-    It must be finite and > 0; it is cut to ``MAX_TTL_SECONDS``.
+    """Validate ``set_value``'s arguments; return the time to live (cut to ``MAX_TTL_SECONDS``).
 
     >>> check_value("breaker:state", "open", 30), check_value("x", "y", 1e300) == MAX_TTL_SECONDS
     (30.0, True)
     """
     if not (isinstance(name, str) and isinstance(value, str)):
         raise ConfigurationError("a shared value's name and value must be strings")
-    if isinstance(ttl_seconds, bool) or not isinstance(ttl_seconds, int | float) or not (
-            math.isfinite(ttl_seconds) and ttl_seconds > 0):
-        raise ConfigurationError(f"ttl_seconds must be finite and > 0, got {ttl_seconds!r}")
-    return min(float(ttl_seconds), MAX_TTL_SECONDS)
+    return min(_positive("ttl_seconds", ttl_seconds), MAX_TTL_SECONDS)
 
 
 def check_timeout(timeout_seconds: float) -> float:
@@ -362,10 +357,14 @@ def check_timeout(timeout_seconds: float) -> float:
     >>> check_timeout(0.3)
     0.3
     """
-    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float) or not (
-            math.isfinite(timeout_seconds) and timeout_seconds > 0):
-        raise ConfigurationError(f"timeout_seconds must be finite and > 0, got {timeout_seconds!r}")
-    return float(timeout_seconds)
+    return _positive("timeout_seconds", timeout_seconds)
+
+
+def _positive(name: str, seconds: float) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not (
+            math.isfinite(seconds) and seconds > 0):
+        raise ConfigurationError(f"{name} must be finite and > 0, got {seconds!r}")
+    return float(seconds)
 
 
 def _check(interval: float, seconds: float = 0.0) -> None:

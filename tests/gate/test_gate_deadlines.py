@@ -190,7 +190,9 @@ def test_a_hung_redis_is_a_gate_error_and_the_fallback_paces_locally(redis_serve
         assert gate.acquire(key, 1.0) == pytest.approx(0.0, abs=TOL)
         fallback.state(key)
         with stopped(redis_server):
-            for call in [*_writes(gate, key), lambda: gate.state(key), lambda: gate.values(key)]:
+            reads = [lambda: gate.state(key), lambda: gate.stats(key), lambda: gate.usage(key),
+                     lambda: gate.values(key)]
+            for call in [*_writes(gate, key), *reads]:  # every call of the protocol
                 with pytest.raises(GateError, match="Timeout") as info:
                     call()
                 assert info.value.backend == "redis"
