@@ -128,7 +128,7 @@ def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
     if "connect_timeout" not in given:
         params["connect_timeout"] = max(1, math.ceil(timeout_seconds))
     if "tcp_user_timeout" not in given:  # a dead server mid-query fails fast too
-        params["tcp_user_timeout"] = max(1, math.ceil(timeout_seconds * 1000))
+        params["tcp_user_timeout"] = min(_MAX_TIMEOUT_MS, max(1, math.ceil(timeout_seconds * 1000)))
     conn = psycopg.connect(dsn, **params)
     try:
         # Every statement has a deadline: a held row or table lock, a VACUUM FULL or

@@ -133,7 +133,7 @@ class PostgresStore:
             if "connect_timeout" not in self._given:
                 params["connect_timeout"] = max(1, math.ceil(self._timeout))
             if "tcp_user_timeout" not in self._given:
-                params["tcp_user_timeout"] = max(1, math.ceil(self._timeout * 1000))
+                params["tcp_user_timeout"] = min(_MAX_TIMEOUT_MS, max(1, math.ceil(self._timeout * 1000)))
             conn = psycopg.connect(self._dsn, **params)
             try:
                 # A lock wait gives up a little earlier, so it is reported as one.
