@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError
@@ -20,6 +19,8 @@ from geotoolkit.gate.base import (
 )
 from geotoolkit.gate.memory import MemoryGate
 from geotoolkit.gate.sqlite import SQLiteGate, default_gate_path
+from geotoolkit.redact import redact
+from geotoolkit.urls import backend_of, sqlite_path
 
 __all__ = [
     "Aimd",
@@ -35,52 +36,43 @@ __all__ = [
     "default_gate_path",
     "gate_key",
     "open_gate",
-    "redact_url",
 ]
 
 
-def redact_url(url: str) -> str:
-    """Hide the password of a store URL, for logs and reprs.
-
-    >>> redact_url("redis://:hunter2@127.0.0.1:6379/0")
-    'redis://:***@127.0.0.1:6379/0'
-    """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
-
-
 def open_gate(
-    url: str | Gate | None = None, *, clock: Clock | None = None, fallback: bool = True
+    url: str | Gate | None = None,
+    *,
+    clock: Clock | None = None,
+    fallback: bool = True,
+    timeout_seconds: float | None = None,
 ) -> Gate:
     """Open a gate from a URL (or pass a Gate through). ``None``: the default SQLite file.
 
     A server gate (``redis://``, ``postgresql://``) comes wrapped in a
     ``FallbackGate`` unless ``fallback=False``: if its store becomes unreachable
-    mid-run, this process paces itself locally at a conservative share of the
-    rate, warns once (``GateUnavailableWarning``) and returns to the shared state
-    when the store is back.
+    or slow (a held lock, a hung server), this process paces itself locally at a
+    conservative share of the rate, warns once (``GateUnavailableWarning``) and
+    returns to the shared state when the store is back.
+
+    ``timeout_seconds`` bounds every store call (SQLite busy wait, Redis socket
+    timeouts, PostgreSQL ``lock_timeout``/``statement_timeout``); ``None`` keeps
+    each backend's default (SQLite 30 s, Redis 2 s, PostgreSQL 5 s).
 
     >>> open_gate("memory://").backend
     'memory'
     """
     if url is None:
-        return SQLiteGate(clock=clock)
+        return SQLiteGate(clock=clock, **_timeout(timeout_seconds))
     if not isinstance(url, str):
         if isinstance(url, Gate):
             return url
         raise ConfigurationError(f"gate must be a URL or a Gate, got {type(url).__name__}")
-    scheme = urlsplit(url).scheme.lower()
-    if scheme == "memory":
+    backend = backend_of(url)
+    if backend == "memory":
         return MemoryGate(clock=clock)
-    if scheme == "sqlite":
-        # sqlite:///relative/path and sqlite:////absolute/path, as in SQLAlchemy.
-        rest = unquote(url.split("://", 1)[1])
-        path = rest[1:] if rest.startswith("/") else rest
-        return SQLiteGate(path or None, clock=clock)
-    gate = _open_server_gate(scheme, url)
+    if backend == "sqlite":
+        return SQLiteGate(sqlite_path(url), clock=clock, **_timeout(timeout_seconds))
+    gate = _open_server_gate(backend, url, timeout_seconds)
     if not fallback:
         return gate
     from geotoolkit.gate.fallback import FallbackGate
@@ -88,16 +80,20 @@ def open_gate(
     return FallbackGate(gate, clock=clock)
 
 
-def _open_server_gate(scheme: str, url: str) -> Gate:
+def _timeout(timeout_seconds: float | None) -> dict[str, Any]:
+    return {} if timeout_seconds is None else {"timeout_seconds": timeout_seconds}
+
+
+def _open_server_gate(backend: str | None, url: str, timeout_seconds: float | None) -> Gate:
     opener: Any
-    if scheme in ("redis", "rediss", "unix"):
+    if backend == "redis":
         from geotoolkit.gate.redis import RedisGate as opener
-    elif scheme in ("postgresql", "postgres"):
+    elif backend == "postgres":
         from geotoolkit.gate.postgres import PostgresGate as opener
     else:
         raise ConfigurationError(
-            f"unknown gate URL scheme {scheme!r} in {redact_url(url)!r}: use memory://, "
+            f"unknown gate URL {redact(url)!r}: use memory://, "
             "sqlite:///path, redis://host:port/db or postgresql://..."
         )
-    gate: Gate = opener(url)
+    gate: Gate = opener(url, **_timeout(timeout_seconds))
     return gate

@@ -6,14 +6,16 @@ and ``geotoolkit_gate_workers`` (heartbeats) are UNLOGGED with a low fillfactor:
 ephemeral state rewritten many times a second (HOT updates, no WAL). The cap
 counters in ``geotoolkit_gate_usage`` are logged -- a crash must not reset a
 billed quota -- and written with ``synchronous_commit = off`` by the gate's
-session (a crash may lose the last fraction of a second of counts).
+session (a crash may lose the last fraction of a second of counts). Shared
+values live in ``geotoolkit_gate_values`` (UNLOGGED: a breaker's state is
+ephemeral), one statement per call, expiring on ``clock_timestamp()``.
 """
 
 from __future__ import annotations
 
 from geotoolkit.gate.fleet import BUCKET_SECONDS, CREDIT_SECONDS, SLOTS, WINDOW_SECONDS
 
-__all__ = ["SCHEMA", "SWEEP"]
+__all__ = ["SCHEMA", "SWEEP", "VALUES", "VALUE_CLAIM", "VALUE_DELETE", "VALUE_SET"]
 
 _TABLES = [
     """
@@ -59,6 +61,15 @@ _TABLES = [
         updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
         PRIMARY KEY (key, period)
     )
+    """,
+    """
+    CREATE UNLOGGED TABLE IF NOT EXISTS geotoolkit_gate_values (
+        key text NOT NULL,
+        name text NOT NULL,
+        value text NOT NULL,
+        expires_at double precision NOT NULL,
+        PRIMARY KEY (key, name)
+    ) WITH (fillfactor = 50)
     """,
 ]
 
@@ -333,4 +344,40 @@ SWEEP = [
         WHERE expires_at < extract(epoch FROM clock_timestamp())""",
     """DELETE FROM geotoolkit_gate_usage
         WHERE updated_at < clock_timestamp() - interval '62 days'""",
+    """DELETE FROM geotoolkit_gate_values
+        WHERE expires_at < extract(epoch FROM clock_timestamp())""",
 ]
+
+_NOW = "extract(epoch FROM clock_timestamp())::double precision"
+
+#: Store a shared value, replacing any (params: k, n, v, ttl). One row back.
+VALUE_SET = f"""
+    INSERT INTO geotoolkit_gate_values AS v (key, name, value, expires_at)
+    VALUES (%(k)s, %(n)s, %(v)s, {_NOW} + %(ttl)s)
+    ON CONFLICT (key, name) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at
+    RETURNING true
+"""
+
+#: Store it only if no live value exists: a row back when stored. A concurrent
+#: claimant waits for the first one's insert, then sees its live value: one wins.
+VALUE_CLAIM = f"""
+    INSERT INTO geotoolkit_gate_values AS v (key, name, value, expires_at)
+    VALUES (%(k)s, %(n)s, %(v)s, {_NOW} + %(ttl)s)
+    ON CONFLICT (key, name) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at
+     WHERE v.expires_at <= {_NOW}
+    RETURNING true
+"""
+
+#: The live values of a key whose names start with a prefix (params: k, p).
+VALUES = f"""
+    SELECT name, value FROM geotoolkit_gate_values
+     WHERE key = %(k)s AND starts_with(name, %(p)s) AND expires_at > {_NOW}
+"""
+
+#: Delete a live value, only if it holds %(only)s when that is not NULL. A row back if deleted.
+VALUE_DELETE = f"""
+    DELETE FROM geotoolkit_gate_values
+     WHERE key = %(k)s AND name = %(n)s AND expires_at > {_NOW}
+       AND (%(only)s::text IS NULL OR value = %(only)s::text)
+    RETURNING true
+"""

@@ -7,13 +7,18 @@ agree). Keys: ``KEYS[1]`` the state hash (``tat``, ``pause_until``, ``epoch``,
 workers' heartbeat sorted set (score: expiry), ``KEYS[3]`` the cap counters
 (``day``/``day:n``, ``month``/``month:n``). Floats travel as strings: Redis
 truncates Lua numbers in replies to integers and ``tostring`` loses digits.
+
+The shared-value scripts (``VALUE_*``) take one key, the values hash: field
+``name`` -> ``"<expires_at>|<value>"``. Writes prune expired entries and push
+the hash's own TTL to its longest-lived entry.
 """
 
 from __future__ import annotations
 
 from geotoolkit.gate.fleet import BUCKET_SECONDS, CREDIT_SECONDS, SLOTS
 
-__all__ = ["ACQUIRE", "PAUSE", "PERIOD_TEST", "RECORD", "STATE", "STATS", "USAGE"]
+__all__ = ["ACQUIRE", "PAUSE", "PERIOD_TEST", "RECORD", "STATE", "STATS", "USAGE", "VALUES",
+           "VALUE_DELETE", "VALUE_SET"]
 
 _PROLOGUE = """
 local t = redis.call('TIME')
@@ -237,4 +242,68 @@ return {label, used, fmt(resets)}
 PERIOD_TEST = _PROLOGUE + """
 local label, resets = period(tonumber(ARGV[1]), ARGV[2])
 return {label, fmt(resets)}
+"""
+
+_VALUES_PROLOGUE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local V = KEYS[1]
+local function entry(s)
+  -- "<expires_at>|<value>" -> expires_at, value (nil for anything else)
+  if not s then return nil end
+  local bar = string.find(s, '|', 1, true)
+  if not bar then return nil end
+  return tonumber(string.sub(s, 1, bar - 1)), string.sub(s, bar + 1)
+end
+"""
+
+# ARGV: name, value, ttl seconds, only_if_absent (0/1). Returns 1 if stored, else 0.
+VALUE_SET = _VALUES_PROLOGUE + """
+local name, ttl = ARGV[1], tonumber(ARGV[3])
+local all = redis.call('HGETALL', V)
+local longest, held = now, false
+for i = 1, #all, 2 do
+  local exp = entry(all[i + 1])
+  if exp == nil or exp <= now then
+    redis.call('HDEL', V, all[i])
+  elseif all[i] == name then
+    held = true
+  elseif exp > longest then
+    longest = exp
+  end
+end
+if held and ARGV[4] == '1' then return 0 end
+local exp = now + ttl
+redis.call('HSET', V, name, string.format('%.6f', exp) .. '|' .. ARGV[2])
+longest = math.max(longest, exp)
+redis.call('PEXPIRE', V, string.format('%d', math.ceil((longest - now) * 1000)))
+return 1
+"""
+
+# Read-only. ARGV: prefix. Returns {name1, value1, name2, value2, ...} (live entries only).
+VALUES = _VALUES_PROLOGUE + """
+local prefix = ARGV[1]
+local all = redis.call('HGETALL', V)
+local out = {}
+for i = 1, #all, 2 do
+  local exp, value = entry(all[i + 1])
+  if exp ~= nil and exp > now and string.sub(all[i], 1, #prefix) == prefix then
+    out[#out + 1] = all[i]
+    out[#out + 1] = value
+  end
+end
+return out
+"""
+
+# ARGV: name, check (0/1), expected value. Returns 1 if a live value was deleted, else 0.
+VALUE_DELETE = _VALUES_PROLOGUE + """
+local exp, value = entry(redis.call('HGET', V, ARGV[1]))
+if exp == nil then return 0 end
+if exp <= now then
+  redis.call('HDEL', V, ARGV[1])
+  return 0
+end
+if ARGV[2] == '1' and value ~= ARGV[3] then return 0 end
+redis.call('HDEL', V, ARGV[1])
+return 1
 """

@@ -25,6 +25,22 @@ fleet paces at its allowed rate cuts ``rate_factor`` multiplicatively, at most
 once per pause and once per ``hold_seconds``, so one burst of 429s from many
 workers at the same moment cuts it once; successful answers raise it again
 slowly (additively), never above 1 (the configured rate).
+
+Shared values: a few named strings per key, each with its own time to live on
+the store's clock, for strategies written once in Python over the gate (a
+fleet-wide circuit breaker: its state, a half-open probe lease)::
+
+    set_value(key, name, value, ttl_seconds=30)            # always stored -> True
+    set_value(key, name, value, ttl_seconds=30,
+              only_if_absent=True)                         # a lease: True for one claimant
+    values(key, prefix="")                                 # {name: value}, live ones only
+    delete_value(key, name, only_if=value)                 # release the lease you hold
+
+Each call is atomic (one Lua script, one SQL statement, one ``BEGIN IMMEDIATE``
+transaction, one lock). An expired value is absent: ``only_if_absent`` takes it
+over, ``values`` does not list it, ``delete_value`` answers False. Values never
+cross gate keys. Store calls have a deadline (``timeout_seconds``): a store that
+is down, slow or locked raises ``GateError``, never waits forever.
 """
 
 from __future__ import annotations
@@ -38,6 +54,7 @@ from geotoolkit.keys import gate_key  # re-exported: the key of a gate state
 
 __all__ = [
     "HEARTBEAT_SECONDS",
+    "MAX_TTL_SECONDS",
     "Aimd",
     "Cap",
     "FleetStats",
@@ -47,6 +64,8 @@ __all__ = [
     "Report",
     "Reservation",
     "Usage",
+    "check_timeout",
+    "check_value",
     "gate_key",
     "gcra_acquire",
     "gcra_pause",
@@ -278,7 +297,58 @@ class Gate(Protocol):
         """Sends counted against caps in the current UTC ``period``."""
         ...
 
+    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
+                  only_if_absent: bool = False) -> bool:
+        """Store ``value`` under (key, name) for ``ttl_seconds`` (store clock).
+
+        With ``only_if_absent``, store it only if no live value exists (a
+        lease/claim); return whether it was stored.
+        """
+        ...
+
+    def values(self, key: str, prefix: str = "") -> dict[str, str]:
+        """The live (unexpired) values of ``key`` whose names start with ``prefix``."""
+        ...
+
+    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
+        """Delete (key, name); with ``only_if``, only if its value equals it (release a lease).
+
+        Returns whether a live value was deleted.
+        """
+        ...
+
     def close(self) -> None: ...
+
+
+#: The longest a shared value lives (ten years): longer times to live are cut to it.
+MAX_TTL_SECONDS = 10 * 365 * 86_400.0
+
+
+def check_value(name: str, value: str, ttl_seconds: float) -> float:
+    """Validate ``set_value``'s arguments; return the time to live (cut to ``MAX_TTL_SECONDS``).
+
+    >>> check_value("breaker:state", "open", 30), check_value("x", "y", 1e300) == MAX_TTL_SECONDS
+    (30.0, True)
+    """
+    if not (isinstance(name, str) and isinstance(value, str)):
+        raise ConfigurationError("a shared value's name and value must be strings")
+    return min(_positive("ttl_seconds", ttl_seconds), MAX_TTL_SECONDS)
+
+
+def check_timeout(timeout_seconds: float) -> float:
+    """A store call's deadline, validated: finite and > 0.
+
+    >>> check_timeout(0.3)
+    0.3
+    """
+    return _positive("timeout_seconds", timeout_seconds)
+
+
+def _positive(name: str, seconds: float) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not (
+            math.isfinite(seconds) and seconds > 0):
+        raise ConfigurationError(f"{name} must be finite and > 0, got {seconds!r}")
+    return float(seconds)
 
 
 def _check(interval: float, seconds: float = 0.0) -> None:

@@ -11,7 +11,9 @@ Cap counters: while degraded, the local gate counts on from the store's last
 known count, so a cap still holds during an outage; sends made while degraded
 are not added to the store's counter afterwards (the fleet may overshoot a cap
 by what other processes sent meanwhile). Stats read while degraded are this
-process's own.
+process's own, and so are shared values: a lease claimed while degraded is
+claimed locally (the fleet cannot be asked), values set while degraded are not
+pushed to the store afterwards.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from geotoolkit.gate.base import (
     Usage,
 )
 from geotoolkit.gate.memory import MemoryGate
+from geotoolkit.redact import redact
 
 __all__ = ["FallbackGate", "GateUnavailableWarning"]
 
@@ -101,11 +104,11 @@ class FallbackGate:
         with self._lock:
             self._next_retry = self._clock.now() + self.retry_seconds
             if self._degraded:
-                logger.debug("gate %s still unavailable: %s", self.inner.backend, exc)
+                logger.debug("gate %s still unavailable: %s", self.inner.backend, redact(exc))
                 return
             self._degraded = True
             self.backend = f"{self.inner.backend} (fallback: local)"
-        message = (
+        message = redact(
             f"the {self.inner.backend} gate is unavailable ({exc}); pacing this process "
             f"locally at {self.share:.0%} of the rate, retrying every {self.retry_seconds:g} s"
         )
@@ -188,6 +191,22 @@ class FallbackGate:
     def usage(self, key: str, period: Period = "day") -> Usage:
         return self._route(lambda: self.inner.usage(key, period),
                            lambda: self._local.usage(key, period))
+
+    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
+                  only_if_absent: bool = False) -> bool:
+        return self._route(
+            lambda: self.inner.set_value(key, name, value, ttl_seconds=ttl_seconds,
+                                         only_if_absent=only_if_absent),
+            lambda: self._local.set_value(key, name, value, ttl_seconds=ttl_seconds,
+                                          only_if_absent=only_if_absent))
+
+    def values(self, key: str, prefix: str = "") -> dict[str, str]:
+        return self._route(lambda: self.inner.values(key, prefix),
+                           lambda: self._local.values(key, prefix))
+
+    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
+        return self._route(lambda: self.inner.delete_value(key, name, only_if=only_if),
+                           lambda: self._local.delete_value(key, name, only_if=only_if))
 
     def close(self) -> None:
         try:

@@ -16,6 +16,7 @@ from geotoolkit.gate.base import (
     Report,
     Reservation,
     Usage,
+    check_value,
 )
 from geotoolkit.gate.fleet import Fleet, cap_reached, pause_step, period_of, reserve_step
 
@@ -42,6 +43,7 @@ class MemoryGate:
         self._lock = threading.Lock()
         self._state: dict[str, _Key] = {}
         self._usage: dict[tuple[str, str], int] = {}  # (key, period label) -> sends
+        self._values: dict[str, dict[str, tuple[float, str]]] = {}  # key -> name -> (expiry, value)
 
     def _key(self, key: str) -> _Key:
         return self._state.setdefault(key, _Key())
@@ -109,6 +111,38 @@ class MemoryGate:
     def _usage_at(self, key: str, period: Period, now: float) -> Usage:
         label, resets_at = period_of(now, period)
         return Usage(label, self._usage.get((key, label), 0), resets_at)
+
+    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
+                  only_if_absent: bool = False) -> bool:
+        ttl = check_value(name, value, ttl_seconds)
+        with self._lock:
+            now = self._clock.now()
+            live = self._live(key, now)
+            if only_if_absent and name in live:
+                return False
+            live[name] = (now + ttl, value)
+            self._values[key] = live
+            return True
+
+    def values(self, key: str, prefix: str = "") -> dict[str, str]:
+        with self._lock:
+            live = self._live(key, self._clock.now())
+            return {n: v for n, (_, v) in live.items() if n.startswith(prefix)}
+
+    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
+        with self._lock:
+            live = self._live(key, self._clock.now())
+            if name not in live or (only_if is not None and live[name][1] != only_if):
+                return False
+            del live[name]
+            return True
+
+    def _live(self, key: str, now: float) -> dict[str, tuple[float, str]]:
+        """The key's unexpired values (expired ones are dropped; an empty key is forgotten)."""
+        live = {n: entry for n, entry in self._values.pop(key, {}).items() if entry[0] > now}
+        if live:
+            self._values[key] = live
+        return live
 
     def seed_usage(self, key: str, usage: Usage) -> None:
         """Start counting from ``usage`` (a fallback seeds it with the store's last count)."""

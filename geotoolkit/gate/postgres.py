@@ -10,13 +10,19 @@ periods follow the server's UTC calendar.
 
 Create the schema ahead of time with ``geotoolkit gate init URL`` (``init_schema``),
 or let the first gate call do it.
+
+Nothing waits forever: the session has a ``statement_timeout`` of
+``timeout_seconds`` and a ``lock_timeout`` of 90 % of it (besides
+``connect_timeout`` and ``tcp_user_timeout``), so a row held by another session
+(``SELECT ... FOR UPDATE`` left open), a ``LOCK TABLE``, a ``VACUUM FULL`` or an
+``ALTER`` turns a gate call into a ``GateError`` after about that long
+(``FallbackGate`` then paces locally until the lock is gone).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +33,7 @@ from psycopg import errors as pg_errors
 
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError, GateError
-from geotoolkit.gate import redact_url
+from geotoolkit.gate import _postgres_sql as sql
 from geotoolkit.gate._postgres_sql import SCHEMA, SWEEP
 from geotoolkit.gate.base import (
     HEARTBEAT_SECONDS,
@@ -40,10 +46,13 @@ from geotoolkit.gate.base import (
     Reservation,
     Usage,
     _check,
+    check_timeout,
+    check_value,
 )
 from geotoolkit.gate.fleet import cap_reached
+from geotoolkit.redact import redact
 
-__all__ = ["PostgresGate", "init_schema", "redact_dsn"]
+__all__ = ["PostgresGate", "init_schema"]
 
 T = TypeVar("T")
 
@@ -78,18 +87,8 @@ _USAGE = """
       LEFT JOIN geotoolkit_gate_usage u ON u.key = %(k)s AND u.period = p.label
 """
 
-_PASSWORD_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def redact_dsn(dsn: str) -> str:
-    """Hide the password of a PostgreSQL URL or ``key=value`` DSN.
-
-    >>> redact_dsn("host=db password=hunter2 dbname=test")
-    'host=db password=*** dbname=test'
-    """
-    if "://" in dsn:
-        return redact_url(dsn)
-    return _PASSWORD_KV.sub(r"\1***", dsn)
+#: Errors of a statement that ran out of time (the connection itself is fine).
+_TIMED_OUT = (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)
 
 
 def _password(dsn: str) -> str | None:
@@ -100,17 +99,48 @@ def _password(dsn: str) -> str | None:
     return str(value) if value else None
 
 
+#: PostgreSQL's largest timeout setting (milliseconds).
+_MAX_TIMEOUT_MS = 2_147_483_647
+
+
+def _deadlines(timeout_seconds: float) -> tuple[str, str]:
+    """The session's ``lock_timeout`` and ``statement_timeout`` for a call deadline.
+
+    A lock wait gives up a little earlier (90 %), so it is reported as a lock wait.
+
+    >>> _deadlines(0.3), _deadlines(1e12)[1]
+    (('270ms', '300ms'), '2147483647ms')
+    """
+    lock, statement = (f"{min(_MAX_TIMEOUT_MS, max(1, math.ceil(timeout_seconds * share)))}ms"
+                       for share in (900, 1000))
+    return lock, statement
+
+
+def _error_text(exc: BaseException, secrets: list[str | None]) -> str:
+    """``exc`` as redacted text, without PostgreSQL's CONTEXT lines (the SQL that ran)."""
+    text = str(exc).split("\nCONTEXT:", 1)[0].strip()
+    return redact(f"{type(exc).__name__}: {text}", secrets)
+
+
 def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
     params: dict[str, Any] = {"autocommit": True, "application_name": "geotoolkit-gate"}
     given = psycopg.conninfo.conninfo_to_dict(dsn)
     if "connect_timeout" not in given:
         params["connect_timeout"] = max(1, math.ceil(timeout_seconds))
     if "tcp_user_timeout" not in given:  # a dead server mid-query fails fast too
-        params["tcp_user_timeout"] = max(1, math.ceil(timeout_seconds * 1000))
+        params["tcp_user_timeout"] = min(_MAX_TIMEOUT_MS, max(1, math.ceil(timeout_seconds * 1000)))
     conn = psycopg.connect(dsn, **params)
-    # Cap counters are the only logged writes; losing the last fraction of a
-    # second of them in a server crash is fine, waiting for an fsync per send is not.
-    conn.execute("SET synchronous_commit = off")
+    try:
+        # Every statement has a deadline: a held row or table lock, a VACUUM FULL or
+        # a hung query becomes an error, never a wait for ever. Cap counters are the
+        # only logged writes; losing the last fraction of a second of them in a
+        # server crash is fine, waiting for an fsync per send is not.
+        conn.execute("SELECT set_config('lock_timeout', %s, false), "
+                     "set_config('statement_timeout', %s, false), "
+                     "set_config('synchronous_commit', 'off', false)", _deadlines(timeout_seconds))
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -119,6 +149,9 @@ def _create_schema(conn: psycopg.Connection[Any]) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         for statement in SCHEMA:
             conn.execute(statement)
+    # Housekeeping, after the schema is committed: a sweep that runs out of time
+    # (a row held by someone else) must not turn the first gate call into an error.
+    with contextlib.suppress(psycopg.Error):
         _sweep(conn)
 
 
@@ -154,7 +187,9 @@ class PostgresGate:
 
     One autocommit connection guarded by a lock, opened on first use and reopened
     after a failure. ``clock`` is accepted for a uniform signature and ignored:
-    the server's ``clock_timestamp()`` is the truth.
+    the server's ``clock_timestamp()`` is the truth. ``timeout_seconds`` bounds
+    connecting and every statement (lock waits included). The password (in the
+    URL's user info, ``?password=`` or ``password=``) appears in no error or repr.
     """
 
     backend = "postgres"
@@ -164,14 +199,14 @@ class PostgresGate:
                  aimd: Aimd | None = None) -> None:
         del clock  # the server clock is the truth
         self.aimd = aimd or Aimd()
-        self.dsn = redact_dsn(dsn)
+        self._password = _password(dsn)
+        self.dsn = redact(dsn, [self._password])
         try:
             psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.Error as exc:
             raise ConfigurationError(f"bad PostgreSQL gate DSN {self.dsn!r}") from exc
         self._dsn = dsn
-        self._password = _password(dsn)
-        self._timeout = timeout_seconds
+        self._timeout = check_timeout(timeout_seconds)
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._schema_ready = False
@@ -180,13 +215,11 @@ class PostgresGate:
     # -- plumbing ---------------------------------------------------------------
 
     def _fail(self, action: str, exc: BaseException) -> NoReturn:
-        message = str(exc).strip()
-        if self._password:
-            message = message.replace(self._password, "***")
-        raise GateError(
-            f"PostgreSQL gate at {self.dsn} failed to {action}: {type(exc).__name__}: {message}",
-            backend="postgres",
-        ) from exc
+        message = _error_text(exc, [self._password])
+        if isinstance(exc, _TIMED_OUT):
+            message += f" (after {self._timeout:g} s)"
+        raise GateError(f"PostgreSQL gate at {self.dsn} failed to {action}: {message}",
+                        backend="postgres") from exc
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
@@ -213,13 +246,20 @@ class PostgresGate:
                     if attempt == 2:
                         self._fail(action, exc)
                 except psycopg.Error as exc:
-                    if self._conn is None or self._conn.closed or isinstance(exc, psycopg.OperationalError):
+                    if not self._healthy(exc):
                         self._drop_connection()
                     self._fail(action, exc)
                 except OSError as exc:
                     self._drop_connection()
                     self._fail(action, exc)
             raise AssertionError("unreachable")  # pragma: no cover
+
+    def _healthy(self, exc: psycopg.Error) -> bool:
+        """Whether the connection survives ``exc`` (a statement that timed out: yes)."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.broken:
+            return False
+        return isinstance(exc, _TIMED_OUT) or not isinstance(exc, psycopg.OperationalError)
 
     def _maybe_sweep(self, conn: psycopg.Connection[Any]) -> None:
         if time.monotonic() - self._last_sweep >= _SWEEP_EVERY:
@@ -313,6 +353,23 @@ class PostgresGate:
             return Usage(str(row[0]), int(row[1]), float(row[2]))
 
         return self._call("read the usage", body)
+
+    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
+                  only_if_absent: bool = False) -> bool:
+        params = {"k": key, "n": name, "v": value, "ttl": check_value(name, value, ttl_seconds)}
+        statement = sql.VALUE_CLAIM if only_if_absent else sql.VALUE_SET
+        return self._call("set a value",
+                          lambda conn: conn.execute(statement, params).fetchone() is not None)
+
+    def values(self, key: str, prefix: str = "") -> dict[str, str]:
+        rows = self._call("read the values",
+                          lambda conn: conn.execute(sql.VALUES, {"k": key, "p": prefix}).fetchall())
+        return {str(name): str(value) for name, value in rows}
+
+    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
+        params = {"k": key, "n": name, "only": only_if}
+        return self._call("delete a value",
+                          lambda conn: conn.execute(sql.VALUE_DELETE, params).fetchone() is not None)
 
     def close(self) -> None:
         with self._lock:

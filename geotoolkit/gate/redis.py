@@ -4,6 +4,13 @@ Every call is one round trip (``EVALSHA``; scripts in ``_redis_lua``). The
 scripts read the server's clock with ``TIME``, so every client of the fleet
 agrees on "now" whatever its own clock says, and cap periods (UTC day or month)
 follow the server's calendar.
+
+Nothing waits forever: connecting and every reply have a deadline
+(``timeout_seconds``); a server that is down, hung (``SIGSTOP``) or too slow
+turns the call into a ``GateError``. A timed-out call is not retried (the
+script may have run: a retry could reserve twice); a connection broken by a
+restart is re-dialled once, and scripts the restarted server no longer knows
+(``NOSCRIPT``) are loaded again.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ from redis.retry import Retry
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import _redis_lua as lua
-from geotoolkit.gate import redact_url
 from geotoolkit.gate.base import (
     HEARTBEAT_SECONDS,
     Aimd,
@@ -30,8 +36,11 @@ from geotoolkit.gate.base import (
     Reservation,
     Usage,
     _check,
+    check_timeout,
+    check_value,
 )
 from geotoolkit.gate.fleet import cap_reached
+from geotoolkit.redact import redact
 
 __all__ = ["RedisGate"]
 
@@ -59,9 +68,11 @@ class RedisGate:
 
     ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``). A gate key
     ``k`` maps to the hash ``k:gate`` (pacing, AIMD, one-second buckets), the sorted
-    set ``k:workers`` (heartbeats) and the hash ``k:usage`` (cap counters). Each
-    expires on its own: the state ``key_ttl_seconds`` after it stops mattering,
-    heartbeats after two heartbeat periods, cap counters a day after their period.
+    set ``k:workers`` (heartbeats), the hash ``k:usage`` (cap counters) and the hash
+    ``k:values`` (shared values). Each expires on its own: the state
+    ``key_ttl_seconds`` after it stops mattering, heartbeats after two heartbeat
+    periods, cap counters a day after their period, values with the last of them.
+    The password (``redis://:pw@host`` or ``?password=``) appears in no error or repr.
     ``clock`` is accepted for a uniform signature and ignored: the server's ``TIME``
     is the truth.
     """
@@ -81,27 +92,34 @@ class RedisGate:
         del clock  # the server clock is the truth
         if not (math.isfinite(key_ttl_seconds) and key_ttl_seconds > 0):
             raise ConfigurationError("key_ttl_seconds must be finite and > 0")
-        self.url = redact_url(url)
+        timeout_seconds = check_timeout(timeout_seconds)
         self.key_ttl_seconds = float(key_ttl_seconds)
         self.aimd = aimd or Aimd()
+        self._password: str | None = None
+        self.url = redact(url)
         try:
             self._client: redis.Redis = redis.Redis.from_url(
                 url,
                 socket_connect_timeout=timeout_seconds,
                 socket_timeout=timeout_seconds,
                 # One quick retry re-dials a pooled connection broken by a server
-                # restart; a dead server still fails within a few seconds.
-                retry=Retry(NoBackoff(), 1),
+                # restart; a timeout is not retried (the script may have run).
+                retry=Retry(NoBackoff(), 1, supported_errors=(redis.ConnectionError,)),
                 decode_responses=True,
             )
         except (ValueError, redis.RedisError) as exc:
-            raise ConfigurationError(f"bad Redis gate URL {self.url!r}: {exc}") from exc
-        self._password = self._client.connection_pool.connection_kwargs.get("password")
+            raise ConfigurationError(
+                f"bad Redis gate URL {self.url!r}: {redact(exc, [url])}") from exc
+        password = self._client.connection_pool.connection_kwargs.get("password")
+        self._password = str(password) if password else None
+        self.url = redact(url, [self._password])
         register = self._client.register_script
         self._acquire, self._pause, self._record = (
             register(lua.ACQUIRE), register(lua.PAUSE), register(lua.RECORD))
         self._stats, self._state, self._usage = (
             register(lua.STATS), register(lua.STATE), register(lua.USAGE))
+        self._value_set, self._values, self._value_delete = (
+            register(lua.VALUE_SET), register(lua.VALUES), register(lua.VALUE_DELETE))
 
     @staticmethod
     def storage_key(key: str) -> str:
@@ -110,21 +128,24 @@ class RedisGate:
 
     @staticmethod
     def storage_keys(key: str) -> list[str]:
-        """Every Redis key of a gate key: state, heartbeats, cap counters."""
+        """The Redis keys of a gate key's pacing: state, heartbeats, cap counters."""
         return [f"{key}:gate", f"{key}:workers", f"{key}:usage"]
 
-    def _fail(self, action: str, exc: Exception) -> NoReturn:
-        message = str(exc)
-        if self._password:
-            message = message.replace(str(self._password), "***")
-        raise GateError(
-            f"Redis gate at {self.url} failed to {action}: {type(exc).__name__}: {message}",
-            backend="redis",
-        ) from exc
+    @staticmethod
+    def values_key(key: str) -> str:
+        """The Redis hash holding a gate key's shared values."""
+        return f"{key}:values"
 
-    def _run(self, action: str, script: Any, key: str, *args: str) -> list[Any]:
+    def _fail(self, action: str, exc: Exception) -> NoReturn:
+        message = redact(f"{type(exc).__name__}: {exc}", [self._password])
+        raise GateError(f"Redis gate at {self.url} failed to {action}: {message}",
+                        backend="redis") from exc
+
+    def _run(self, action: str, script: Any, key: str, *args: str,
+             keys: list[str] | None = None) -> Any:
+        """Run ``script`` on the key's pacing keys (or ``keys``); its reply as is."""
         try:
-            return list(script(keys=self.storage_keys(key), args=list(args)))
+            return script(keys=keys or self.storage_keys(key), args=list(args))
         except (redis.RedisError, OSError, ValueError, TypeError) as exc:
             self._fail(action, exc)
 
@@ -184,6 +205,23 @@ class RedisGate:
     def usage(self, key: str, period: Period = "day") -> Usage:
         label, used, resets = self._run("read the usage", self._usage, key, period)
         return Usage(str(label), int(used), float(resets))
+
+    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
+                  only_if_absent: bool = False) -> bool:
+        ttl = check_value(name, value, ttl_seconds)
+        stored = self._run("set a value", self._value_set, key, name, value, _arg(ttl),
+                           "1" if only_if_absent else "0", keys=[self.values_key(key)])
+        return bool(int(stored))
+
+    def values(self, key: str, prefix: str = "") -> dict[str, str]:
+        flat = self._run("read the values", self._values, key, prefix, keys=[self.values_key(key)])
+        return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
+        deleted = self._run("delete a value", self._value_delete, key, name,
+                            "0" if only_if is None else "1", only_if or "",
+                            keys=[self.values_key(key)])
+        return bool(int(deleted))
 
     def ping(self) -> bool:
         """True when the server answers."""

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from geotoolkit.clock import Clock, SystemClock
 from geotoolkit.errors import GateError, QuotaExceededError
+from geotoolkit.files import private_file
 from geotoolkit.gate.base import (
     HEARTBEAT_SECONDS,
     Aimd,
@@ -21,6 +22,8 @@ from geotoolkit.gate.base import (
     Report,
     Reservation,
     Usage,
+    check_timeout,
+    check_value,
 )
 from geotoolkit.gate.fleet import Fleet, cap_reached, pause_step, period_of, reserve_step
 
@@ -41,6 +44,10 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS gate_usage (
         key TEXT NOT NULL, period TEXT NOT NULL, used INTEGER NOT NULL,
         PRIMARY KEY (key, period)
+    )""",
+    """CREATE TABLE IF NOT EXISTS gate_values (
+        key TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL, expires_at REAL NOT NULL,
+        PRIMARY KEY (key, name)
     )""",
 ]
 
@@ -68,6 +75,10 @@ class SQLiteGate:
     handler sleeps in steps of up to 100 ms: a fleet starting at once would queue
     for seconds); reads go through a second one, so checking a pause never waits
     behind this process's own writes (WAL readers do not block).
+
+    A file locked by another connection for longer than ``timeout_seconds`` (a
+    ``BEGIN EXCLUSIVE`` left open) turns a call into a ``GateError``, never a hang.
+    The file (and the directories it needs) is created readable by its owner only.
     """
 
     backend = "sqlite"
@@ -78,11 +89,11 @@ class SQLiteGate:
         self.path = Path(path) if path is not None else default_gate_path()
         self._clock = clock or SystemClock()
         self.aimd = aimd or Aimd()
-        self._timeout = timeout_seconds
+        self._timeout = timeout_seconds = check_timeout(timeout_seconds)
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
             self._db = sqlite3.connect(self.path, timeout=0.0, isolation_level=None,
                                        check_same_thread=False)
             self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
@@ -130,7 +141,7 @@ class SQLiteGate:
                 self._retry(lambda: self._db.execute("COMMIT"))
                 return result
             except sqlite3.Error as exc:
-                raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
+                raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
 
     @staticmethod
     def _read(db: sqlite3.Connection, key: str) -> tuple[float, float, Fleet]:
@@ -225,6 +236,7 @@ class SQLiteGate:
                 # Cap counters of periods long gone (labels sort by date).
                 db.execute("DELETE FROM gate_usage WHERE period < ?",
                            (period_of(now - _KEEP_USAGE_SECONDS, "day")[0],))
+                db.execute("DELETE FROM gate_values WHERE expires_at <= ?", (now,))
             elif worker is not None:
                 db.execute("INSERT INTO gate_workers(key, worker, expires_at) VALUES (?, ?, ?) "
                            "ON CONFLICT(key, worker) DO UPDATE SET expires_at = excluded.expires_at",
@@ -245,12 +257,44 @@ class SQLiteGate:
     def usage(self, key: str, period: Period = "day") -> Usage:
         return self._read_only(lambda db: self._usage_at(db, key, period, self._clock.now()))
 
+    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
+                  only_if_absent: bool = False) -> bool:
+        ttl = check_value(name, value, ttl_seconds)
+
+        def body(db: sqlite3.Connection) -> bool:
+            now = self._clock.now()
+            db.execute("DELETE FROM gate_values WHERE key = ? AND expires_at <= ?", (key, now))
+            conflict = "NOTHING" if only_if_absent else (
+                "UPDATE SET value = excluded.value, expires_at = excluded.expires_at")
+            db.execute("INSERT INTO gate_values(key, name, value, expires_at) VALUES (?, ?, ?, ?) "
+                       f"ON CONFLICT(key, name) DO {conflict}", (key, name, value, now + ttl))
+            return bool(db.execute("SELECT changes()").fetchone()[0])
+
+        return self._transaction(body)
+
+    def values(self, key: str, prefix: str = "") -> dict[str, str]:
+        def body(db: sqlite3.Connection) -> dict[str, str]:
+            rows = db.execute("SELECT name, value FROM gate_values WHERE key = ? AND expires_at > ?",
+                              (key, self._clock.now()))
+            return {str(n): str(v) for n, v in rows if str(n).startswith(prefix)}
+
+        return self._read_only(body)
+
+    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
+        def body(db: sqlite3.Connection) -> bool:
+            db.execute("DELETE FROM gate_values WHERE key = ? AND name = ? AND expires_at > ? "
+                       "AND (? IS NULL OR value = ?)",
+                       (key, name, self._clock.now(), only_if, only_if))
+            return bool(db.execute("SELECT changes()").fetchone()[0])
+
+        return self._transaction(body)
+
     def _read_only(self, body: Callable[[sqlite3.Connection], T]) -> T:
         with self._read_lock:
             try:
                 return body(self._reader)
             except sqlite3.Error as exc:
-                raise GateError(f"SQLite gate failed: {exc}", backend="sqlite") from exc
+                raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
 
     def close(self) -> None:
         with self._lock, self._read_lock:

@@ -12,7 +12,10 @@ requests that were in flight. Chosen by URL, like gates:
 - ``"sqlite:///relative/path"`` or ``"sqlite:////absolute/path"`` (or a ``Path``);
 - ``"postgresql://..."``: a table shared by a team (psycopg 3).
 
-Store failures are raised as :class:`StoreError` (a ``GeotoolkitError``).
+Store failures are raised as :class:`StoreError` (a ``GeotoolkitError``), after
+at most ``timeout_seconds`` (a file or row locked by someone else, a hung server):
+a store never waits for ever. A PostgreSQL password appears in no error or repr.
+Every store implements :class:`ResultStore`.
 """
 
 from __future__ import annotations
@@ -20,14 +23,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError
-from geotoolkit.gate import redact_url
+from geotoolkit.redact import redact
 from geotoolkit.store.base import DEFAULT_NO_MATCH_TTL_SECONDS, ResultStore, StoreError
 from geotoolkit.store.memory import MemoryStore
 from geotoolkit.store.sqlite import SQLiteStore, default_store_path
+from geotoolkit.urls import backend_of, sqlite_path
 
 __all__ = [
     "DEFAULT_NO_MATCH_TTL_SECONDS",
@@ -38,12 +41,6 @@ __all__ = [
     "default_store_path",
     "open_store",
 ]
-
-
-def _sqlite_path(url: str) -> str | None:
-    # sqlite:///relative/path and sqlite:////absolute/path, as in SQLAlchemy.
-    rest = unquote(url.split("://", 1)[1])
-    return (rest[1:] if rest.startswith("/") else rest) or None
 
 
 def open_store(
@@ -74,15 +71,15 @@ def open_store(
             store: ResultStore = cache
             return store
         raise ConfigurationError(f"cache must be a URL, a path, None or False, got {cache!r}")
-    scheme = urlsplit(cache).scheme.lower()
-    if scheme == "memory":
+    backend = backend_of(cache)
+    if backend == "memory":
         return MemoryStore(**options)
-    if scheme == "sqlite":
-        return SQLiteStore(_sqlite_path(cache), **options)
-    if scheme in ("postgresql", "postgres"):
+    if backend == "sqlite":
+        return SQLiteStore(sqlite_path(cache), **options)
+    if backend == "postgres":
         from geotoolkit.store.postgres import PostgresStore
 
         return PostgresStore(cache, **options)
     raise ConfigurationError(
-        f"unknown cache URL {redact_url(cache)!r}: use None (the default SQLite file), False, "
+        f"unknown cache URL {redact(cache)!r}: use None (the default SQLite file), False, "
         "memory://, sqlite:///path or postgresql://...")

@@ -1,41 +1,60 @@
-"""What every store shares: the error, the row encoding and the expiry rule."""
+"""What every store shares: the protocol, the error, the row encoding and the expiry rule.
+
+A row keeps everything a settled outcome needs to answer a later run without
+sending anything: the point, the label, the provider, the attempts, and for a
+match its ``precision``, ``score`` and structured ``place`` (stored as JSON).
+Text that comes from a provider (labels, reasons, place fields) is cut to
+``MAX_TEXT_CHARS``: a hostile 50 MB label never lands in the cache.
+"""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, fields
+from typing import Any, Protocol, cast, runtime_checkable
 
 from geotoolkit.clock import Clock, SystemClock
 from geotoolkit.errors import ConfigurationError, GeotoolkitError
-from geotoolkit.results import Failure, Match, NoMatch, Outcome
+from geotoolkit.results import PRECISIONS, Failure, Match, NoMatch, Outcome, Place, Precision
 
-__all__ = ["COLUMNS", "DEFAULT_NO_MATCH_TTL_SECONDS", "Expiry", "ResultStore", "Row", "StoreError",
-           "decode", "encode"]
+__all__ = ["COLUMNS", "DEFAULT_NO_MATCH_TTL_SECONDS", "MAX_TEXT_CHARS", "Expiry", "ResultStore", "Row",
+           "StoreError", "check_timeout", "decode", "decode_place", "encode", "encode_place"]
 
 #: No-matches are asked again after a week: the map may have learnt the address.
 DEFAULT_NO_MATCH_TTL_SECONDS = 7 * 86_400.0
 
-#: The stored columns after the key, in order.
-COLUMNS = ("status", "lon", "lat", "label", "reason", "provider", "attempts", "stored_at")
+#: The longest label, reason or place field stored (characters); longer ones are cut.
+MAX_TEXT_CHARS = 2_000
 
-#: ``(status, lon, lat, label, reason, provider, attempts, stored_at)``.
-Row = tuple[str, float | None, float | None, str, str, str, int, float]
+#: The stored columns after the key, in order (schema v2 added the last three).
+COLUMNS = ("status", "lon", "lat", "label", "reason", "provider", "attempts", "stored_at",
+           "precision", "score", "place")
+
+#: ``(status, lon, lat, label, reason, provider, attempts, stored_at, precision, score, place)``;
+#: the last three are ``None`` in rows written before schema v2 and in no-match rows.
+Row = tuple[str, float | None, float | None, str, str, str, int, float, str | None, float | None,
+            str | None]
 
 
+@runtime_checkable
 class ResultStore(Protocol):
     """Where settled outcomes persist (cache and checkpoint), keyed by cache key.
 
-    ``blocking`` tells the engine whether a call does I/O (then it runs in a worker
-    thread) or is pure memory.
+    ``blocking`` tells the engine whether calls do I/O (then they run in a worker
+    thread). Implementations: ``MemoryStore``, ``SQLiteStore``, ``PostgresStore``.
     """
 
     blocking: bool
 
-    def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]: ...
+    def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]:
+        """The fresh outcomes stored for ``keys`` (missing and expired keys are absent)."""
+        ...
 
-    def put(self, key: str, outcome: Outcome) -> None: ...
+    def put(self, key: str, outcome: Outcome) -> None:
+        """Store a match or no-match (a failure is ignored), committed at once."""
+        ...
 
 
 class StoreError(GeotoolkitError):
@@ -48,28 +67,94 @@ class StoreError(GeotoolkitError):
         self.backend = backend
 
 
+def check_timeout(timeout_seconds: float) -> float:
+    """A store call's deadline, validated: finite and > 0."""
+    if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, int | float) or not (
+            math.isfinite(timeout_seconds) and timeout_seconds > 0):
+        raise ConfigurationError(f"timeout_seconds must be finite and > 0, got {timeout_seconds!r}")
+    return float(timeout_seconds)
+
+
+def _cut(text: str) -> str:
+    return text[:MAX_TEXT_CHARS]
+
+
+def encode_place(place: Place) -> str | None:
+    """The JSON of a place's set fields (strings cut); ``None`` for an empty place.
+
+    >>> encode_place(Place(locality="Vaduz", bbox=(9.5, 47.1, 9.6, 47.2)))
+    '{"locality":"Vaduz","bbox":[9.5,47.1,9.6,47.2]}'
+    """
+    data: dict[str, Any] = {}
+    for f in fields(Place):
+        value = getattr(place, f.name)
+        if value is not None:
+            data[f.name] = _cut(value) if isinstance(value, str) else value
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")) if data else None
+
+
+def _place_field(name: str, value: Any) -> Any:
+    """A decoded place field, or ``None`` when it does not have the field's type."""
+    if name == "osm_id":
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if name == "bbox":
+        if isinstance(value, list) and len(value) == 4 and all(
+                isinstance(x, int | float) and not isinstance(x, bool) for x in value):
+            return tuple(float(x) for x in value)
+        return None
+    return _cut(value) if isinstance(value, str) else None
+
+
+def decode_place(text: str | None) -> Place:
+    """The place a stored JSON text stands for; an empty ``Place`` for none or garbage.
+
+    >>> decode_place('{"locality":"Vaduz","bbox":[9.5,47.1,9.6,47.2]}').bbox
+    (9.5, 47.1, 9.6, 47.2)
+    >>> decode_place(None) == decode_place("not json") == Place()
+    True
+    """
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return Place()
+    if not isinstance(data, dict):
+        return Place()
+    return Place(**{f.name: _place_field(f.name, data.get(f.name)) for f in fields(Place)})
+
+
+def _score(score: float | None) -> float | None:
+    return float(score) if score is not None and math.isfinite(score) else None
+
+
 def encode(outcome: Outcome, stored_at: float) -> Row | None:
     """The row for a settled outcome; ``None`` for a failure, which is never stored.
 
     Provider payloads (``Match.raw``) are not stored: a cached match has ``raw == {}``.
     """
     if isinstance(outcome, Match):
-        return ("matched", outcome.lon, outcome.lat, outcome.label, "", outcome.provider,
-                outcome.attempts, stored_at)
+        return ("matched", outcome.lon, outcome.lat, _cut(outcome.label), "", _cut(outcome.provider),
+                outcome.attempts, stored_at, _precision(outcome.precision), _score(outcome.score),
+                encode_place(outcome.place))
     if isinstance(outcome, NoMatch):
-        return ("no_match", None, None, "", outcome.reason, outcome.provider, outcome.attempts,
-                stored_at)
+        return ("no_match", None, None, "", _cut(outcome.reason), _cut(outcome.provider),
+                outcome.attempts, stored_at, None, None, None)
     if isinstance(outcome, Failure):
         return None
     raise TypeError(f"not an outcome: {outcome!r}")
 
 
+def _precision(value: str | None) -> Precision:
+    # A word this version does not know (or none: a row from before v2) reads as "unknown".
+    return cast(Precision, value) if value in PRECISIONS else "unknown"
+
+
 def decode(row: Row) -> Outcome:
-    """The outcome a row stands for."""
-    status, lon, lat, label, reason, provider, attempts, _ = row
+    """The outcome a row stands for (rows from before schema v2 included)."""
+    status, lon, lat, label, reason, provider, attempts, _, precision, score, place = row
     if status == "matched" and lon is not None and lat is not None:
         return Match(lon=float(lon), lat=float(lat), label=label, provider=provider,
-                     attempts=int(attempts))
+                     attempts=int(attempts), precision=_precision(precision),
+                     score=None if score is None else float(score), place=decode_place(place))
     return NoMatch(reason=reason or "no match", provider=provider, attempts=int(attempts))
 
 

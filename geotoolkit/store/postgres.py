@@ -3,6 +3,13 @@
 One autocommit connection guarded by a lock, opened on first use and reopened
 after a failure; every ``put`` is committed at once. ``stored_at`` is written
 from the injected clock (host time), which is only used for no-match expiry.
+
+Every statement has a deadline (the session's ``lock_timeout`` and
+``statement_timeout``, besides ``connect_timeout`` and ``tcp_user_timeout``): a
+row or table locked by another session turns a call into a ``StoreError``.
+Schema v2 added ``precision``, ``score`` and ``place``; a table from before is
+upgraded in place on first use (under the schema's advisory lock, taking the
+table lock only when a column is missing).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import psycopg
 
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError
-from geotoolkit.gate.postgres import redact_dsn
+from geotoolkit.redact import redact
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
     COLUMNS,
@@ -25,6 +32,7 @@ from geotoolkit.store.base import (
     Expiry,
     Row,
     StoreError,
+    check_timeout,
     decode,
     encode,
 )
@@ -46,9 +54,29 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     reason text NOT NULL DEFAULT '',
     provider text NOT NULL DEFAULT '',
     attempts integer NOT NULL DEFAULT 1,
-    stored_at double precision NOT NULL
+    stored_at double precision NOT NULL,
+    precision text,
+    score double precision,
+    place text
 )
 """
+#: Schema v1 -> v2, in place; the table lock is taken only when a column is missing.
+_MIGRATE = f"""
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+                    WHERE table_schema = current_schema()
+                      AND table_name = '{TABLE}' AND column_name = 'place') THEN
+        ALTER TABLE {TABLE}
+            ADD COLUMN IF NOT EXISTS precision text,
+            ADD COLUMN IF NOT EXISTS score double precision,
+            ADD COLUMN IF NOT EXISTS place text;
+    END IF;
+END $$
+"""
+#: PostgreSQL's largest timeout setting (milliseconds).
+_MAX_TIMEOUT_MS = 2_147_483_647
+#: Errors of a statement that ran out of time (the connection itself is fine).
+_TIMED_OUT = (psycopg.errors.LockNotAvailable, psycopg.errors.QueryCanceled)
 _UPSERT = (f"INSERT INTO {TABLE} (key, {', '.join(COLUMNS)}) "
            f"VALUES ({', '.join(['%s'] * (len(COLUMNS) + 1))}) ON CONFLICT (key) DO UPDATE SET "
            + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS))
@@ -62,10 +90,12 @@ class PostgresStore:
     Parameters
     ----------
     dsn
-        A ``postgresql://`` URL or ``key=value`` DSN; its password never appears
-        in errors or reprs.
+        A ``postgresql://`` URL or ``key=value`` DSN; its password (user info,
+        ``?password=`` or ``password=``) never appears in errors or reprs.
     clock, no_match_ttl_seconds
         As for :class:`~geotoolkit.store.SQLiteStore`.
+    timeout_seconds
+        The deadline of connecting and of every statement, lock waits included.
     """
 
     backend = "postgres"
@@ -75,31 +105,49 @@ class PostgresStore:
                  no_match_ttl_seconds: float | None = DEFAULT_NO_MATCH_TTL_SECONDS,
                  timeout_seconds: float = 5.0) -> None:
         self._expiry = Expiry.build(no_match_ttl_seconds, clock)
-        self.dsn = redact_dsn(dsn)
+        self._password: str | None = None
+        self.dsn = redact(dsn)
         try:
             given = psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.Error as exc:
             raise ConfigurationError(f"bad PostgreSQL cache DSN {self.dsn!r}") from exc
-        self._dsn = dsn
         self._password = str(given.get("password") or "") or None
-        self._timeout = timeout_seconds
+        self.dsn = redact(dsn, [self._password])
+        self._dsn = dsn
+        self._given = given
+        self._timeout = check_timeout(timeout_seconds)
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
 
     def _fail(self, exc: BaseException) -> NoReturn:
-        message = f"{type(exc).__name__}: {str(exc).strip()}"
-        if self._password:
-            message = message.replace(self._password, "***")
+        text = str(exc).split("\nCONTEXT:", 1)[0].strip()  # not the SQL that ran
+        message = redact(f"{type(exc).__name__}: {text}", [self._password])
+        if isinstance(exc, _TIMED_OUT):
+            message += f" (after {self._timeout:g} s)"
         raise StoreError(f"PostgreSQL cache at {self.dsn} failed: {message}",
                          backend="postgres") from exc
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            conn = psycopg.connect(self._dsn, autocommit=True, application_name="geotoolkit-cache",
-                                   connect_timeout=max(1, math.ceil(self._timeout)))
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                conn.execute(_SCHEMA)
+            params: dict[str, Any] = {"autocommit": True, "application_name": "geotoolkit-cache"}
+            if "connect_timeout" not in self._given:
+                params["connect_timeout"] = max(1, math.ceil(self._timeout))
+            if "tcp_user_timeout" not in self._given:
+                params["tcp_user_timeout"] = min(_MAX_TIMEOUT_MS, max(1, math.ceil(self._timeout * 1000)))
+            conn = psycopg.connect(self._dsn, **params)
+            try:
+                # A lock wait gives up a little earlier, so it is reported as one.
+                deadlines = tuple(f"{min(_MAX_TIMEOUT_MS, max(1, math.ceil(self._timeout * share)))}ms"
+                                  for share in (900, 1000))
+                conn.execute("SELECT set_config('lock_timeout', %s, false), "
+                             "set_config('statement_timeout', %s, false)", deadlines)
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                    conn.execute(_SCHEMA)
+                    conn.execute(_MIGRATE)
+            except BaseException:
+                conn.close()
+                raise
             self._conn = conn
         return self._conn
 
@@ -108,7 +156,8 @@ class PostgresStore:
             try:
                 return body(self._connect())
             except (psycopg.Error, OSError) as exc:
-                self._drop()
+                if not isinstance(exc, _TIMED_OUT) or self._conn is None or self._conn.broken:
+                    self._drop()
                 self._fail(exc)
 
     def _drop(self) -> None:

@@ -1,4 +1,11 @@
-"""The default result store: one SQLite file (WAL), committed on every put."""
+"""The default result store: one SQLite file (WAL), committed on every put.
+
+Schema versions (``PRAGMA user_version``): 1 the first release; 2 adds a match's
+``precision``, ``score`` and ``place`` (JSON). An older file is upgraded in
+place when opened (``ALTER TABLE ... ADD COLUMN``, in one ``BEGIN IMMEDIATE``
+transaction, so concurrent openers agree); its rows read back with precision
+``"unknown"``, no score and an empty place.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from geotoolkit.clock import Clock
+from geotoolkit.files import private_file
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
     COLUMNS,
@@ -16,6 +24,7 @@ from geotoolkit.store.base import (
     Expiry,
     Row,
     StoreError,
+    check_timeout,
     decode,
     encode,
 )
@@ -24,7 +33,7 @@ __all__ = ["SQLiteStore", "default_store_path"]
 
 T = TypeVar("T")
 
-_VERSION = 1
+_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     key TEXT PRIMARY KEY NOT NULL,
@@ -35,9 +44,14 @@ CREATE TABLE IF NOT EXISTS results (
     reason TEXT NOT NULL DEFAULT '',
     provider TEXT NOT NULL DEFAULT '',
     attempts INTEGER NOT NULL DEFAULT 1,
-    stored_at REAL NOT NULL
+    stored_at REAL NOT NULL,
+    precision TEXT,
+    score REAL,
+    place TEXT
 ) WITHOUT ROWID
 """
+#: Columns added by schema v2, added to a v1 table in place.
+_ADDED = (("precision", "TEXT"), ("score", "REAL"), ("place", "TEXT"))
 _INSERT = (f"INSERT OR REPLACE INTO results (key, {', '.join(COLUMNS)}) "
            f"VALUES ({', '.join('?' * (len(COLUMNS) + 1))})")
 #: Keys per ``IN (...)`` query: far below SQLite's variable limit, large enough to be fast.
@@ -56,7 +70,8 @@ class SQLiteStore:
 
     WAL mode with ``synchronous=NORMAL``: each ``put`` is its own committed
     transaction, so a killed process (even ``kill -9``) keeps every finished
-    result. The file must live on a local filesystem.
+    result. The file must live on a local filesystem; it is created readable by
+    its owner only (0600, and the directories it needs 0700).
 
     Parameters
     ----------
@@ -66,6 +81,9 @@ class SQLiteStore:
         Supplies "now" for the no-match expiry (injectable for tests).
     no_match_ttl_seconds
         How long a no-match settles its query; ``None``: for ever.
+    timeout_seconds
+        How long a call waits for a file locked by another connection (a
+        ``BEGIN EXCLUSIVE`` left open) before it raises :class:`StoreError`.
     """
 
     backend = "sqlite"
@@ -75,25 +93,49 @@ class SQLiteStore:
                  no_match_ttl_seconds: float | None = DEFAULT_NO_MATCH_TTL_SECONDS,
                  timeout_seconds: float = 30.0) -> None:
         self._expiry = Expiry.build(no_match_ttl_seconds, clock)
+        timeout_seconds = check_timeout(timeout_seconds)
         self.path = Path(path) if path is not None else default_store_path()
         self._lock = threading.Lock()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
             self._db = sqlite3.connect(self.path, timeout=timeout_seconds,
                                        isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the SQLite cache at {self.path}: {exc}",
                              backend="sqlite") from exc
-        self._guard(self._init_schema)
+        try:
+            self._guard(self._init_schema)
+        except StoreError:
+            self._db.close()
+            raise
 
     def _init_schema(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        db = self._db
+        if self._version() == _VERSION:
+            db.execute("PRAGMA synchronous=NORMAL")
+            return
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            self._version()  # again, now that no other connection can upgrade it
+            db.execute(_SCHEMA)
+            have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
+            for column, kind in _ADDED:
+                if column not in have:
+                    db.execute(f"ALTER TABLE results ADD COLUMN {column} {kind}")
+            db.execute(f"PRAGMA user_version={_VERSION}")
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+
+    def _version(self) -> int:
+        version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
         if version > _VERSION:
             raise sqlite3.DatabaseError(f"schema version {version} is newer than this geotoolkit")
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(_SCHEMA)
-        self._db.execute(f"PRAGMA user_version={_VERSION}")
+        return version
 
     def _guard(self, body: Callable[[], T]) -> T:
         with self._lock:

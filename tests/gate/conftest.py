@@ -5,6 +5,10 @@ the process, so every "instance" is the same object), gives other processes a UR
 to reach it (``None`` for memory), and dumps everything it holds as text so tests
 can scan it for secrets. Each test gets a unique provider host, so its gate keys
 never collide with another run's; the store deletes them afterwards.
+
+``store.timeline()`` gives a gate and a way to let time pass for its shared
+values without waiting: a FakeClock for the host-clock gates (memory, SQLite),
+the stored expiries moved into the past for the server gates (Redis, PostgreSQL).
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from geotoolkit.clock import FakeClock
 from geotoolkit.gate import Gate, MemoryGate, SQLiteGate
+
+#: ``advance(key, seconds)``: let ``seconds`` pass for the shared values of ``key``.
+Advance = Callable[[str, float], None]
 
 
 @dataclass
@@ -32,6 +40,8 @@ class Store:
     _open: Callable[[], Gate]
     #: Everything the store holds (keys, values, file bytes), as text.
     dump: Callable[[], str]
+    #: A gate instance and how to let time pass for its values (see the module docstring).
+    _timeline: Callable[[], tuple[Gate, Advance]] | None = None
     opened: list[Gate] = field(default_factory=list)
 
     def open(self) -> Gate:
@@ -39,6 +49,13 @@ class Store:
         gate = self._open()
         self.opened.append(gate)
         return gate
+
+    def timeline(self) -> tuple[Gate, Advance]:
+        """A gate instance (closed at teardown) and its ``advance(key, seconds)``."""
+        assert self._timeline is not None
+        gate, advance = self._timeline()
+        self.opened.append(gate)
+        return gate, advance
 
     def close_all(self) -> None:
         for gate in self.opened:
@@ -52,12 +69,27 @@ def host() -> str:
     return f"test-{uuid.uuid4().hex[:12]}.example"
 
 
+def _advancing(clock: FakeClock) -> Advance:
+    def advance(_key: str, seconds: float) -> None:
+        while seconds > 0:  # FakeClock.advance moves at most a day at a time
+            step = min(seconds, 86_400.0)
+            clock.advance(step)
+            seconds -= step
+
+    return advance
+
+
 def _memory_store() -> Iterator[Store]:
     gate = MemoryGate()
     def dump() -> str:
-        return "\n".join([*(f"{k} {v!r}" for k, v in gate._state.items()), repr(gate._usage)])
+        return "\n".join([*(f"{k} {v!r}" for k, v in gate._state.items()), repr(gate._usage),
+                          repr(gate._values)])
 
-    store = Store("memory", None, lambda: gate, dump)
+    def timeline() -> tuple[Gate, Advance]:
+        clock = FakeClock()
+        return MemoryGate(clock=clock), _advancing(clock)
+
+    store = Store("memory", None, lambda: gate, dump, timeline)
     yield store
     store.close_all()
 
@@ -69,7 +101,11 @@ def _sqlite_store(tmp_path: Path) -> Iterator[Store]:
         # The main file and its WAL: committed rows may still live in the WAL only.
         return "\n".join(p.read_bytes().decode("latin-1") for p in sorted(tmp_path.glob("gate.sqlite*")))
 
-    store = Store("sqlite", f"sqlite:///{path}", lambda: SQLiteGate(path), dump)
+    def timeline() -> tuple[Gate, Advance]:
+        clock = FakeClock()
+        return SQLiteGate(path, clock=clock), _advancing(clock)
+
+    store = Store("sqlite", f"sqlite:///{path}", lambda: SQLiteGate(path), dump, timeline)
     yield store
     store.close_all()
 
@@ -94,7 +130,13 @@ def _redis_store(url: str, host: str) -> Iterator[Store]:
                 lines.extend(str(member) for member in client.zrange(name, 0, -1))
         return "\n".join(lines)
 
-    store = Store("redis", url, lambda: RedisGate(url), dump)
+    def advance(key: str, seconds: float) -> None:
+        name = RedisGate.values_key(key)
+        for field_, entry in client.hgetall(name).items():
+            expires_at, _, value = str(entry).partition("|")
+            client.hset(name, field_, f"{float(expires_at) - seconds:.6f}|{value}")
+
+    store = Store("redis", url, lambda: RedisGate(url), dump, lambda: (RedisGate(url), advance))
     try:
         yield store
     finally:
@@ -118,16 +160,24 @@ def _postgres_store(dsn: str, host: str) -> Iterator[Store]:
                 *conn.execute("SELECT g::text FROM geotoolkit_gate g").fetchall(),
                 *conn.execute("SELECT w::text FROM geotoolkit_gate_workers w").fetchall(),
                 *conn.execute("SELECT u::text FROM geotoolkit_gate_usage u").fetchall(),
+                *conn.execute("SELECT v::text FROM geotoolkit_gate_values v").fetchall(),
             ]
         return "\n".join(row[0] for row in rows)
 
-    store = Store("postgres", dsn, lambda: PostgresGate(dsn), dump)
+    def advance(key: str, seconds: float) -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("UPDATE geotoolkit_gate_values SET expires_at = expires_at - %s "
+                         "WHERE key = %s", (seconds, key))
+
+    store = Store("postgres", dsn, lambda: PostgresGate(dsn), dump,
+                  lambda: (PostgresGate(dsn), advance))
     try:
         yield store
     finally:
         store.close_all()
         with psycopg.connect(dsn, autocommit=True) as conn:
-            for table in ("geotoolkit_gate", "geotoolkit_gate_workers", "geotoolkit_gate_usage"):
+            for table in ("geotoolkit_gate", "geotoolkit_gate_workers", "geotoolkit_gate_usage",
+                          "geotoolkit_gate_values"):
                 conn.execute(f"DELETE FROM {table} WHERE key LIKE %s", (f"geotoolkit:{host}:%",))
 
 

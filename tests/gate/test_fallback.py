@@ -73,6 +73,18 @@ class FlakyGate:
         self._call()
         return self.store.usage(key, period)
 
+    def set_value(self, key: str, name: str, value: str, **kwargs: Any) -> bool:
+        self._call()
+        return self.store.set_value(key, name, value, **kwargs)
+
+    def values(self, key: str, prefix: str = "") -> dict[str, str]:
+        self._call()
+        return self.store.values(key, prefix)
+
+    def delete_value(self, key: str, name: str, **kwargs: Any) -> bool:
+        self._call()
+        return self.store.delete_value(key, name, **kwargs)
+
     def close(self) -> None:
         self.closed = True
 
@@ -214,6 +226,26 @@ def test_stats_and_heartbeats_are_served_locally_while_degraded(clock: FakeClock
     clock.advance(5.0)
     assert gate.stats(KEY).requests == 5  # the shared stats again
     assert not gate.degraded
+
+
+def test_shared_values_are_served_locally_while_degraded(clock: FakeClock) -> None:
+    inner = FlakyGate(clock)
+    gate = FallbackGate(inner, clock=clock, retry_seconds=5.0)
+    assert gate.set_value(KEY, "breaker:state", "closed", ttl_seconds=60)
+    assert gate.values(KEY) == {"breaker:state": "closed"}
+    inner.down = True
+    with pytest.warns(GateUnavailableWarning):
+        assert gate.values(KEY) == {}  # this process's own values only
+    assert gate.set_value(KEY, "breaker:probe", "me", ttl_seconds=60, only_if_absent=True)
+    assert not gate.set_value(KEY, "breaker:probe", "other", ttl_seconds=60, only_if_absent=True)
+    assert gate.delete_value(KEY, "breaker:probe", only_if="me")
+    assert inner.store.values(KEY) == {"breaker:state": "closed"}  # the store saw none of it
+    inner.down = False
+    clock.advance(5.0)
+    assert gate.values(KEY, "breaker:") == {"breaker:state": "closed"}  # the shared values again
+    assert not gate.degraded
+    assert gate.delete_value(KEY, "breaker:state", only_if="closed")
+    assert inner.store.values(KEY) == {}
 
 
 def test_open_gate_wraps_server_gates_in_a_fallback() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,43 +20,13 @@ from geotoolkit.store import (
     open_store,
 )
 
-BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-def _make(backend: str, tmp_path: Path, request: pytest.FixtureRequest, **options: Any) -> Any:
-    if backend == "memory":
-        return MemoryStore(**options)
-    if backend == "sqlite":
-        return SQLiteStore(tmp_path / "cache.sqlite", **options)
-    from geotoolkit.store.postgres import PostgresStore
-
-    return PostgresStore(request.getfixturevalue("postgres_dsn"), **options)
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def prefix(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A key prefix of this test's own; its rows are deleted afterwards (shared PostgreSQL)."""
-    value = f"test-{uuid.uuid4().hex}:"
-    yield value
-    if backend == "postgres":
-        import psycopg
-
-        with psycopg.connect(request.getfixturevalue("postgres_dsn"), autocommit=True) as conn:
-            conn.execute("DELETE FROM geotoolkit_results WHERE key LIKE %s", (value + "%",))
-
 
 def _bits(x: float) -> bytes:
     return struct.pack("<d", x)
 
 
-def test_matches_round_trip_exactly(backend: str, tmp_path: Path, request: pytest.FixtureRequest,
-                                    prefix: str) -> None:
-    store = _make(backend, tmp_path, request)
+def test_matches_round_trip_exactly(make: Any, prefix: str) -> None:
+    store = make()
     match = Match(lon=9.521950000000001, lat=-47.13974 + 1e-13, label="Städtle 38, Vaduz ✓",
                   provider="nominatim", raw={"big": "payload"}, attempts=3)
     store.put(prefix + "a", match)
@@ -69,9 +38,8 @@ def test_matches_round_trip_exactly(backend: str, tmp_path: Path, request: pytes
     store.close()
 
 
-def test_no_matches_are_kept_and_failures_never(backend: str, tmp_path: Path,
-                                                request: pytest.FixtureRequest, prefix: str) -> None:
-    store = _make(backend, tmp_path, request)
+def test_no_matches_are_kept_and_failures_never(make: Any, prefix: str) -> None:
+    store = make()
     store.put(prefix + "n", NoMatch(reason="nothing here", provider="p", attempts=2))
     store.put(prefix + "f", Failure(reason="gave up", error="RateLimitError", attempts=6))
     found = store.get_many([prefix + "n", prefix + "f", prefix + "missing"])
@@ -80,9 +48,8 @@ def test_no_matches_are_kept_and_failures_never(backend: str, tmp_path: Path,
     store.close()
 
 
-def test_put_overwrites_and_get_many_handles_duplicates(
-        backend: str, tmp_path: Path, request: pytest.FixtureRequest, prefix: str) -> None:
-    store = _make(backend, tmp_path, request)
+def test_put_overwrites_and_get_many_handles_duplicates(make: Any, prefix: str) -> None:
+    store = make()
     store.put(prefix + "k", NoMatch(provider="p"))
     store.put(prefix + "k", Match(lon=1.0, lat=2.0, provider="p"))
     found = store.get_many([prefix + "k", prefix + "k"])
@@ -91,8 +58,7 @@ def test_put_overwrites_and_get_many_handles_duplicates(
     store.close()
 
 
-def test_many_keys_across_query_chunks(backend: str, tmp_path: Path,
-                                       request: pytest.FixtureRequest, prefix: str,
+def test_many_keys_across_query_chunks(backend: str, make: Any, prefix: str,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     import geotoolkit.store.sqlite as sqlite_module
 
@@ -101,7 +67,7 @@ def test_many_keys_across_query_chunks(backend: str, tmp_path: Path,
         import geotoolkit.store.postgres as pg_module
 
         monkeypatch.setattr(pg_module, "_CHUNK", 7)
-    store = _make(backend, tmp_path, request)
+    store = make()
     keys = [f"{prefix}{i}" for i in range(60)]
     store.put_many((k, Match(lon=float(i), lat=1.0)) for i, k in enumerate(keys) if i % 3)
     found = store.get_many([*keys, prefix + "absent"])
@@ -112,10 +78,9 @@ def test_many_keys_across_query_chunks(backend: str, tmp_path: Path,
     store.close()
 
 
-def test_no_matches_expire_matches_do_not(backend: str, tmp_path: Path,
-                                          request: pytest.FixtureRequest, prefix: str) -> None:
+def test_no_matches_expire_matches_do_not(make: Any, prefix: str) -> None:
     clock = FakeClock(start=1_000.0)
-    store = _make(backend, tmp_path, request, clock=clock, no_match_ttl_seconds=100.0)
+    store = make(clock=clock, no_match_ttl_seconds=100.0)
     store.put(prefix + "n", NoMatch())
     store.put(prefix + "m", Match(lon=1.0, lat=2.0))
     clock.advance(99.0)
