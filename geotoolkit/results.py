@@ -6,6 +6,7 @@ Coordinates are always ``lon, lat``, in that order.
 from __future__ import annotations
 
 import math
+import numbers
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -13,6 +14,7 @@ from typing import Any, Literal
 
 __all__ = [
     "PRECISIONS",
+    "REVERSE_DECIMALS",
     "STRUCTURED_FIELDS",
     "Failure",
     "Match",
@@ -21,8 +23,11 @@ __all__ = [
     "Place",
     "Precision",
     "Query",
+    "ReverseQuery",
     "normalise_address",
     "query_from_value",
+    "reverse_query",
+    "text_problem",
 ]
 
 #: Structured query fields, in the order used for keys and labels.
@@ -69,19 +74,109 @@ class Query:
         return ", ".join(self.structured().values())
 
 
+#: Reverse queries are cached by their coordinates rounded to this many decimals of a
+#: degree (1e-6 degrees: about 0.1 m), so GPS jitter below that shares one answer.
+REVERSE_DECIMALS = 6
+
+
+@dataclass(frozen=True)
+class ReverseQuery:
+    """A point to turn into an address, ``lon`` first (EPSG:4326 degrees).
+
+    ``key()`` rounds to ``decimals`` (default :data:`REVERSE_DECIMALS`): two points
+    closer than that share one cache entry.
+
+    >>> ReverseQuery(9.5219512, 47.1397409).key()
+    'reverse:9.521951,47.139741'
+    """
+
+    lon: float
+    lat: float
+    decimals: int = REVERSE_DECIMALS
+
+    def key(self) -> str:
+        lon, lat = (round(v, self.decimals) + 0.0 for v in (self.lon, self.lat))  # no -0.0
+        return f"reverse:{lon:.{self.decimals}f},{lat:.{self.decimals}f}"
+
+    def __str__(self) -> str:
+        return f"({self.lon}, {self.lat})"
+
+
+def reverse_query(lon: object, lat: object) -> ReverseQuery | str:
+    """A ReverseQuery for a point, or the reason it can never be sent.
+
+    >>> reverse_query(9.52, 47.14)
+    ReverseQuery(lon=9.52, lat=47.14, decimals=6)
+    >>> reverse_query(47.14, 99.0)
+    'latitude 99.0 out of range [-90, 90]'
+    """
+    if _missing(lon) or _missing(lat):
+        return "missing coordinates"
+    if isinstance(lon, bool) or isinstance(lat, bool) or not (
+            isinstance(lon, numbers.Real) and isinstance(lat, numbers.Real)):
+        return "coordinates are not numbers"
+    x, y = float(lon), float(lat)
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return f"coordinates are not finite ({x}, {y})"
+    if not -180.0 <= x <= 180.0:
+        return f"longitude {x} out of range [-180, 180]"
+    if not -90.0 <= y <= 90.0:
+        return f"latitude {y} out of range [-90, 90]"
+    return ReverseQuery(x, y)
+
+
+def _missing(value: object) -> bool:
+    """None, NaN of any float type, pandas' NA and NaT (without importing pandas)."""
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return True
+    try:
+        return bool(value != value)  # NaN is the only value not equal to itself
+    except Exception:  # an array, or a type whose comparison does not give a truth value
+        return False
+
+
 def _blank(value: object) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and not value.strip()
+    return _missing(value) or (isinstance(value, str) and not value.strip())
+
+
+def text_problem(text: str, what: str = "address") -> str | None:
+    """Why ``text`` cannot be sent anywhere, or ``None`` when it can.
+
+    Text that is not valid Unicode (a lone surrogate, e.g. from a badly decoded
+    file) cannot be encoded for a URL, a cache key or a file; a NUL character is
+    refused by PostgreSQL and by most servers.
+
+    >>> text_problem("Vaduz") is None
+    True
+    >>> text_problem("Vad" + chr(0xDCFC) + "z")
+    'address is not valid text (lone surrogate U+DCFC at position 3)'
+    """
+    for position, char in enumerate(text):
+        if "\ud800" <= char <= "\udfff":
+            return (f"{what} is not valid text (lone surrogate U+{ord(char):04X} at position "
+                    f"{position})")
+        if char == "\x00":
+            return f"{what} contains a NUL character (at position {position})"
+    return None
+
+
+def _cell_text(name: str, cell: object) -> str:
+    """A structured cell as text, or raise ValueError with the reason."""
+    if isinstance(cell, bool) or not isinstance(cell, str | numbers.Integral):
+        raise ValueError(f"{name} is not text ({type(cell).__name__})")
+    text = str(cell).strip()
+    problem = text_problem(text, name)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
 
 
 def query_from_value(value: object) -> Query | str:
     """Turn a cell (or a mapping of structured fields) into a Query.
 
     Returns a reason string instead when the value can never be geocoded:
-    ``None``, NaN, empty or whitespace-only text, non-strings.
+    ``None``, NaN, ``pd.NA``, empty or whitespace-only text, non-strings, text that
+    is not valid Unicode or holds a NUL character.
 
     >>> query_from_value("  Vaduz ").text
     'Vaduz'
@@ -94,19 +189,19 @@ def query_from_value(value: object) -> Query | str:
         return value
     if isinstance(value, Mapping):
         parts: dict[str, str] = {}
-        for name in STRUCTURED_FIELDS:
-            cell = value.get(name)
-            if _blank(cell):
-                continue
-            if not isinstance(cell, str | int):
-                return f"{name} is not text ({type(cell).__name__})"
-            parts[name] = str(cell).strip()
+        try:
+            for name in STRUCTURED_FIELDS:
+                cell = value.get(name)
+                if not _blank(cell):
+                    parts[name] = _cell_text(name, cell)
+        except ValueError as exc:
+            return str(exc)
         return Query(**parts) if parts else "missing address"
     if _blank(value):
         return "missing address" if not isinstance(value, str) else "empty address"
     if not isinstance(value, str):
         return f"address is not text ({type(value).__name__})"
-    return Query(text=value.strip())
+    return text_problem(value) or Query(text=value.strip())
 
 
 #: How precise a match is, the same words for every provider, finest first:

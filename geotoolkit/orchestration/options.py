@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass
 from pathlib import PurePath
 from typing import Any
@@ -29,6 +29,7 @@ from geotoolkit.gate import Gate
 from geotoolkit.providers.base import Provider
 from geotoolkit.providers.registry import resolve_provider
 from geotoolkit.redact import redact
+from geotoolkit.results import PRECISIONS, Precision
 from geotoolkit.store import DEFAULT_NO_MATCH_TTL_SECONDS
 from geotoolkit.urls import backend_of
 
@@ -40,6 +41,28 @@ CACHE_URL_ENV = "GEOTOOLKIT_CACHE_URL"
 
 _GATE_METHODS = ("reserve", "pause", "state", "record", "stats", "close")
 _STORE_METHODS = ("get_many", "put")
+
+
+_FALLBACK_STATUSES = frozenset({"no_match", "too_coarse", "failed"})
+
+
+def _resolve(provider: object, *, api_key: str | None, user_agent: str | None,
+             base_url: str | None) -> Provider | tuple[Provider, ...]:
+    """One provider, or a chain: names in a chain take only ``user_agent`` (give instances
+    for anything more, so a key or a URL never goes to the wrong provider)."""
+    if isinstance(provider, str) or not isinstance(provider, Sequence):
+        return resolve_provider(provider, api_key=api_key, user_agent=user_agent,  # type: ignore[arg-type]
+                                base_url=base_url)
+    chain = list(provider)
+    if not chain:
+        raise ConfigurationError("provider: an empty chain")
+    if len(chain) == 1:
+        return _resolve(chain[0], api_key=api_key, user_agent=user_agent, base_url=base_url)
+    if api_key is not None or base_url is not None:
+        raise ConfigurationError("with a provider chain, give each provider with its own api_key "
+                                 "and base_url (instances, or get_provider(name, ...))")
+    return tuple(resolve_provider(p, user_agent=user_agent if isinstance(p, str) else None)
+                 for p in chain)
 
 
 def _check_gate(gate: object) -> None:
@@ -93,10 +116,12 @@ class GeocodeOptions(EngineSettings):
 sqlite:///path, redis://host:port/db or postgresql://...
     """
 
-    provider: Provider | str = option(
+    provider: Provider | str | Sequence[Provider | str] = option(
         cli={"metavar": "NAME"},
         doc="A provider instance, e.g. Nominatim(user_agent='my-app/1.0 (me@example.org)'), or a "
-            "registered name such as 'opencage' (then give api_key, user_agent, base_url).")
+            "registered name such as 'opencage' (then give api_key, user_agent, base_url); or a "
+            "list of them, a fallback chain: rows the first one leaves (see fallback_on) go to "
+            "the next, each under its own gate key, rate and policy.")
     api_key: InitVar[str | None] = option(
         None, doc="With a provider name: its API key (never shown, logged or stored in clear).")
     user_agent: InitVar[str | None] = option(
@@ -117,6 +142,19 @@ sqlite:///path, redis://host:port/db or postgresql://...
         DEFAULT_NO_MATCH_TTL_SECONDS, cli={"type": float, "metavar": "S"},
         doc="No-matches are asked again after this long (default a week); matches never "
             "expire; failures are never cached.")
+    min_precision: Precision | None = option(
+        None, cli={"choices": PRECISIONS[:-1], "metavar": "LEVEL"},
+        doc="Matches coarser than this (address, interpolated, street, postcode, locality, "
+            "region, country) become dead letters with status too_coarse, keeping their point in "
+            "their own columns; a match of unknown precision counts as coarser; default: keep all.")
+    full_results: bool = option(
+        False, cli={"action": "store_true"},
+        doc="Add the provider's structured answer as geocode_* columns: its place id, the "
+            "address components and the bounding box.")
+    fallback_on: tuple[str, ...] = option(
+        ("no_match", "too_coarse"),
+        doc="With a provider chain: which rows go on to the next provider (of no_match, "
+            "too_coarse, failed).")
     overwrite_columns: bool = option(
         False, doc="Replace the frame's own lon, lat or geometry columns with the geocoded "
                    "ones; without it such a frame is refused (nothing of yours is overwritten "
@@ -125,9 +163,19 @@ sqlite:///path, redis://host:port/db or postgresql://...
     def __post_init__(self, api_key: str | None, user_agent: str | None,
                       base_url: str | None) -> None:
         super().__post_init__()
-        resolved = resolve_provider(self.provider, api_key=api_key, user_agent=user_agent,
-                                    base_url=base_url)
-        object.__setattr__(self, "provider", resolved)
+        object.__setattr__(self, "provider",
+                           _resolve(self.provider, api_key=api_key, user_agent=user_agent,
+                                    base_url=base_url))
+        if self.min_precision is not None and self.min_precision not in PRECISIONS[:-1]:
+            raise ConfigurationError(f"min_precision must be one of {', '.join(PRECISIONS[:-1])}, "
+                                     f"got {self.min_precision!r}")
+        if not isinstance(self.full_results, bool):
+            raise ConfigurationError("full_results must be True or False")
+        fallback = (self.fallback_on,) if isinstance(self.fallback_on, str) else self.fallback_on
+        if not set(fallback) <= _FALLBACK_STATUSES:
+            raise ConfigurationError(f"fallback_on takes {', '.join(sorted(_FALLBACK_STATUSES))}, "
+                                     f"got {self.fallback_on!r}")
+        object.__setattr__(self, "fallback_on", tuple(fallback))
         _check_gate(self.gate)
         _check_cache(self.cache)
         if not isinstance(self.overwrite_columns, bool):
@@ -138,10 +186,15 @@ sqlite:///path, redis://host:port/db or postgresql://...
         return redact(f"GeocodeOptions({shown})")
 
     @property
+    def providers(self) -> tuple[Provider, ...]:
+        """The providers in order: one, or the fallback chain."""
+        value = self.provider
+        return value if isinstance(value, tuple) else (value,)
+
+    @property
     def resolved_provider(self) -> Provider:
-        """The provider instance (``provider`` after resolution)."""
-        assert not isinstance(self.provider, str)
-        return self.provider
+        """The (first) provider instance."""
+        return self.providers[0]
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any) -> GeocodeOptions:
