@@ -36,13 +36,17 @@ class BatchStarted:
 
 @dataclass(frozen=True)
 class ItemFinished:
-    """One distinct query settled, covering ``rows`` input rows."""
+    """One distinct query settled, covering ``rows`` input rows.
 
-    status: Literal["matched", "no_match", "failed"]
+    ``precision`` is the match's precision (``None`` for other statuses).
+    """
+
+    status: Literal["matched", "no_match", "failed", "too_coarse"]
     rows: int = 1
     attempts: int = 1
     cached: bool = False
     at: float = 0.0
+    precision: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class Tally:
     matched: int = 0
     no_match: int = 0
     failed: int = 0
+    too_coarse: int = 0
     throttles: int = 0
     started_at: float = 0.0
     last_at: float = 0.0

@@ -256,7 +256,8 @@ class Engine:
             results[index] = outcome
         self._emit(ItemFinished(status=outcome.status, rows=len(groups[key]),
                                 attempts=0 if cached else outcome.attempts, cached=cached,
-                                at=self.clock.now()))
+                                at=self.clock.now(),
+                                precision=outcome.precision if isinstance(outcome, Match) else None))
 
     def _finish(self, results: list[Outcome | None], started: float,
                 error: BaseException | None) -> None:
