@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import httpx
 
@@ -23,16 +24,21 @@ from geotoolkit.errors import (
 )
 from geotoolkit.policy import parse_retry_after
 from geotoolkit.redact import redact
-from geotoolkit.results import STRUCTURED_FIELDS, Failure, Outcome, Query
+from geotoolkit.results import STRUCTURED_FIELDS, Failure, Outcome, Query, ReverseQuery, reverse_query
 
 __all__ = [
     "DEFAULT_MAX_QUERY_CHARS",
     "MAX_REASON_CHARS",
+    "BatchPolicy",
     "Provider",
+    "batch_policy",
+    "can_reverse",
+    "check_point",
     "check_query",
     "check_user_agent",
     "decode_json",
     "json_or_none",
+    "point_text",
     "raise_for_status",
     "response_date",
     "safe_text",
@@ -50,15 +56,74 @@ _LIBRARY_AGENTS = re.compile(
     r"go-http-client|java/|okhttp|libwww-perl|geopy)", re.I)
 
 
+@dataclasses.dataclass(frozen=True)
+class BatchPolicy:
+    """What a provider's batch endpoint takes, and what one batch costs at the gate.
+
+    Parameters
+    ----------
+    max_queries
+        The most queries one request may carry (the engine sends bigger sets in chunks).
+    cost
+        ``"request"``: the whole batch takes one gate slot (the provider counts the
+        upload as one request); ``"query"``: one slot per query, where the provider
+        counts each query toward its rate limit or quota.
+    max_bytes
+        The largest body the endpoint accepts, when it documents one: a batch whose
+        body is bigger is refused by ``build_batch_request`` (``QueryError``); send
+        fewer queries.
+    reverse
+        Whether the batch may carry ``ReverseQuery`` items (else they are refused, row
+        by row, as ``Failure``).
+
+    Examples
+    --------
+    >>> policy = BatchPolicy(max_queries=1000, cost="query")
+    >>> policy.slots(250), BatchPolicy(max_queries=10_000, cost="request").slots(250)
+    (250, 1)
+    """
+
+    max_queries: int
+    cost: Literal["request", "query"]
+    max_bytes: int | None = None
+    reverse: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_queries, bool) or not isinstance(self.max_queries, int) \
+                or self.max_queries < 1:
+            raise ConfigurationError(f"max_queries must be a positive integer, got {self.max_queries!r}")
+        if self.cost not in ("request", "query"):
+            raise ConfigurationError(f"cost must be 'request' or 'query', got {self.cost!r}")
+        if self.max_bytes is not None and (isinstance(self.max_bytes, bool) or not isinstance(
+                self.max_bytes, int) or self.max_bytes < 1):
+            raise ConfigurationError(f"max_bytes must be a positive integer, got {self.max_bytes!r}")
+
+    def slots(self, queries: int) -> int:
+        """The gate slots a batch of ``queries`` queries takes."""
+        return 1 if self.cost == "request" else queries
+
+
 @runtime_checkable
 class Provider(Protocol):
-    """A geocoding service, sans-I/O: it builds requests and parses responses."""
+    """A geocoding service, sans-I/O: it builds requests and parses responses.
+
+    A query is a ``Query`` (an address: forward geocoding) or a ``ReverseQuery`` (a
+    point, ``lon`` first: reverse geocoding); both methods dispatch on its type. A
+    provider without a reverse endpoint (``supports_reverse = False``) refuses a
+    ``ReverseQuery`` with ``QueryError`` and never sends it. A provider with a batch
+    endpoint describes it in ``batch`` (else ``None``) and builds one request for many
+    queries, whose answer is one outcome per query, in order.
+    """
 
     name: str
     host: str
     default_rate: float | None
     #: The longest query text (characters) the provider accepts; longer ones are refused.
     max_query_chars: int
+    #: Whether ``build_request`` takes a ``ReverseQuery``.
+    supports_reverse: bool
+    #: The batch endpoint, or ``None`` when there is none.
+    batch: BatchPolicy | None
 
     @property
     def secrets(self) -> tuple[str, ...]:
@@ -74,16 +139,82 @@ class Provider(Protocol):
         """What besides the address changes an answer: provider, host, parameters."""
         ...
 
-    def build_request(self, query: Query) -> httpx.Request:
+    def build_request(self, query: Query | ReverseQuery) -> httpx.Request:
         """The request for ``query``; ``QueryError`` for a query that must not be sent."""
         ...
 
-    def parse_response(self, query: Query, response: httpx.Response) -> Outcome:
+    def parse_response(self, query: Query | ReverseQuery, response: httpx.Response) -> Outcome:
         """Return an outcome, or raise the ProviderError that stops or retries.
 
         Never raises anything but a ``ProviderError``, whatever the response holds.
         """
         ...
+
+    def build_batch_request(self, queries: Sequence[Query | ReverseQuery]) -> httpx.Request:
+        """One request for ``queries`` (at most ``batch.max_queries``).
+
+        A query that cannot be sent is left out of the request and answered as a
+        ``Failure`` by ``parse_batch_response``; ``QueryError`` when none can be sent
+        or the body is over ``batch.max_bytes``; ``ConfigurationError`` without a batch
+        endpoint or for more than ``batch.max_queries`` queries.
+        """
+        ...
+
+    def parse_batch_response(self, queries: Sequence[Query | ReverseQuery],
+                             response: httpx.Response) -> list[Outcome]:
+        """One outcome per query, in order; or raise what stops or retries the whole batch.
+
+        Raises only a ``ProviderError`` (``RateLimitError``, ``AuthenticationError``,
+        ``ProviderUnavailableError``, ...), exactly as ``parse_response``; a query the
+        answer does not account for is a ``Failure`` ("missing from the batch answer").
+        """
+        ...
+
+
+def can_reverse(provider: object) -> bool:
+    """Whether ``provider`` geocodes points; ``False`` for one that does not say.
+
+    >>> class Old:
+    ...     name = "old"
+    >>> can_reverse(Old())
+    False
+    """
+    return getattr(provider, "supports_reverse", False) is True
+
+
+def batch_policy(provider: object) -> BatchPolicy | None:
+    """The provider's ``BatchPolicy``, or ``None`` (also for one that does not say)."""
+    policy = getattr(provider, "batch", None)
+    return policy if isinstance(policy, BatchPolicy) else None
+
+
+def check_point(query: ReverseQuery, provider: str) -> None:
+    """Refuse, with ``QueryError``, a point that is not a real ``lon, lat`` pair.
+
+    >>> check_point(ReverseQuery(9.52, 47.14), "photon")
+    >>> check_point(ReverseQuery(47.14, 95.0), "photon")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.QueryError: latitude 95.0 out of range [-90, 90]
+    """
+    checked = reverse_query(query.lon, query.lat)
+    if isinstance(checked, str):
+        raise QueryError(checked, provider=provider)
+    if isinstance(query.decimals, bool) or not isinstance(query.decimals, int):
+        raise QueryError(f"decimals must be an integer, got {query.decimals!r}", provider=provider)
+
+
+def point_text(value: float, decimals: int) -> str:
+    """A coordinate as the query's key rounds it: fixed notation, never ``-0`` or ``1e-07``.
+
+    What is sent is what the cache key says (``ReverseQuery.key()``); ``decimals`` is
+    held to 0-10 (10 decimals of a degree are about 0.01 mm).
+
+    >>> point_text(9.5219512, 6), point_text(-0.0000001, 6), point_text(1e-7, 7)
+    ('9.521951', '0.000000', '0.0000001')
+    """
+    digits = min(max(decimals, 0), 10)
+    return f"{round(float(value), digits) + 0.0:.{digits}f}"
 
 
 def check_query(query: Query, provider: str, max_chars: int) -> None:
