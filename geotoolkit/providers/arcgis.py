@@ -237,11 +237,25 @@ def _batch_fields(query: Query | ReverseQuery) -> dict[str, str]:
 def _reverse_place(address: Mapping[str, Any]) -> Place:
     """Reverse attributes: ``AddNum`` and ``Address`` (number and street), ``City``, ``Postal``..."""
     number, line = f.text(address.get("AddNum")), f.text(address.get("Address"))
-    street = line[len(number):].strip() or None if line and number and line.startswith(number) else line
-    return f.place(housenumber=number, street=street, postcode=address.get("Postal"),
+    return f.place(housenumber=number, street=_without_number(line, number), postcode=address.get("Postal"),
                    locality=f.first_text(address, "City", "Neighborhood"),
                    region=f.first_text(address, "Region", "Subregion"),
                    country_code=address.get("CountryCode"))
+
+
+def _without_number(line: str | None, number: str | None) -> str | None:
+    """The street of an address line: ``380 New York St`` or ``Karl Johans gate 1`` without the number.
+
+    >>> _without_number("380 New York St", "380"), _without_number("Karl Johans gate 1", "1")
+    ('New York St', 'Karl Johans gate')
+    """
+    if not line or not number:
+        return line
+    if line.startswith(number + " "):
+        return line[len(number):].strip() or None
+    if line.endswith(" " + number):
+        return line[:-len(number)].strip() or None
+    return line
 
 
 def _place(candidate: Mapping[str, Any], attributes: object) -> Place:

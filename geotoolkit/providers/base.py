@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_MAX_QUERY_CHARS",
     "MAX_REASON_CHARS",
     "BatchPolicy",
+    "ForwardProvider",
     "Provider",
     "batch_policy",
     "can_reverse",
@@ -104,6 +105,47 @@ class BatchPolicy:
 
 
 @runtime_checkable
+class ForwardProvider(Protocol):
+    """The least a provider is: it geocodes addresses (what geotoolkit asked of one first).
+
+    ``resolve_provider`` accepts any such object: one that says nothing of reverse
+    geocoding or batches has neither (read them with :func:`can_reverse` and
+    :func:`batch_policy`, never as attributes).
+    """
+
+    name: str
+    host: str
+    default_rate: float | None
+    #: The longest query text (characters) the provider accepts; longer ones are refused.
+    max_query_chars: int
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The secret strings this provider sends (its API key), or ``()``: hidden everywhere."""
+        ...
+
+    @property
+    def gate_key(self) -> str:
+        """The fleet gate key: provider host and a hash of the API key."""
+        ...
+
+    def cache_namespace(self) -> str:
+        """What besides the address changes an answer: provider, host, parameters."""
+        ...
+
+    def build_request(self, query: Query) -> httpx.Request:
+        """The request for ``query``; ``QueryError`` for a query that must not be sent."""
+        ...
+
+    def parse_response(self, query: Query, response: httpx.Response) -> Outcome:
+        """Return an outcome, or raise the ProviderError that stops or retries.
+
+        Never raises anything but a ``ProviderError``, whatever the response holds.
+        """
+        ...
+
+
+@runtime_checkable
 class Provider(Protocol):
     """A geocoding service, sans-I/O: it builds requests and parses responses.
 
@@ -113,6 +155,9 @@ class Provider(Protocol):
     ``ReverseQuery`` with ``QueryError`` and never sends it. A provider with a batch
     endpoint describes it in ``batch`` (else ``None``) and builds one request for many
     queries, whose answer is one outcome per query, in order.
+
+    Every geotoolkit provider is one; an object that only has the members of
+    :class:`ForwardProvider` is accepted too (see there).
     """
 
     name: str
