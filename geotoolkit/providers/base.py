@@ -242,7 +242,10 @@ def check_point(query: ReverseQuery, provider: str) -> None:
     ...
     geotoolkit.errors.QueryError: latitude 95.0 out of range [-90, 90]
     """
-    checked = reverse_query(query.lon, query.lat)
+    try:
+        checked = reverse_query(query.lon, query.lat)
+    except (OverflowError, ValueError, TypeError) as exc:  # an int too large for a float
+        raise QueryError(f"coordinates are not usable numbers ({exc})", provider=provider) from None
     if isinstance(checked, str):
         raise QueryError(checked, provider=provider)
     if isinstance(query.decimals, bool) or not isinstance(query.decimals, int):

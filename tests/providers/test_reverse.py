@@ -119,7 +119,7 @@ def test_a_point_that_is_not_one_is_never_sent(name: str, lon: object, lat: obje
 def test_the_census_has_no_reverse_endpoint() -> None:
     census = make("census")
     assert census.supports_reverse is False
-    with pytest.raises(QueryError, match="^census has no reverse geocoding endpoint$"):
+    with pytest.raises(QueryError, match=r"^census has no reverse geocoding endpoint$"):
         census.build_request(POINT)
     outcome = census.parse_response(POINT, httpx.Response(200, json={"result": {}}))
     assert isinstance(outcome, Failure) and outcome.error == "QueryError"
