@@ -160,7 +160,11 @@ class CensusBatch:
             raise QueryError(f"census refused the batch (HTTP {response.status_code}): "
                              f"{safe_text(text, limit=200)}", provider=self.name,
                              status_code=response.status_code)
-        return {row[0]: outcome(row, self.name) for row in records(response, self.name)}
+        found: dict[str, Outcome] = {}
+        for row in records(response, self.name):
+            if row[0] not in found:  # a repeated id: the first record counts
+                found[row[0]] = outcome(row, self.name)
+        return found
 
     def __repr__(self) -> str:
         return f"CensusBatch({self.base_url!r}, benchmark={self.benchmark!r})"

@@ -190,7 +190,7 @@ class ArcGIS(HTTPProvider):
         found: dict[int, Outcome] = {}
         for location in locations:
             position = f.dig(location, "attributes", "ResultID")
-            if isinstance(position, int) and position in sent and position not in found:
+            if type(position) is int and position in sent and position not in found:  # not a bool
                 found[position] = self._row(self._batch_row, location)
         return found
 

@@ -126,7 +126,7 @@ class Mapbox(HTTPProvider):
         if isinstance(query, ReverseQuery):
             lon, lat = self._point(query)
             return {"longitude": float(lon), "latitude": float(lat), **self._filters()}
-        return {**_forward(query), "limit": 1, **self._filters()}
+        return {"limit": 1, **self._filters(), **_forward(query)}  # as the GET: the query's own country wins
 
     def _check(self, response: httpx.Response) -> Outcome | None:
         if response.status_code == 429 and "retry-after" not in response.headers:
