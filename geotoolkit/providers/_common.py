@@ -178,27 +178,39 @@ class HTTPProvider:
             if not self.supports_reverse:
                 return Failure(reason=f"{self.name} has no reverse geocoding endpoint",
                                error="QueryError", provider=self.name)
-            return self._parse(response, self._parse_reverse)
-        return self._parse(response, self._parse_body)
+            return self._parse(response, self._json(self._parse_reverse))
+        return self._parse(response, self._json(self._parse_body))
 
     def _parse(self, response: httpx.Response, parse_body: Any) -> Outcome:
+        outcome: Outcome = self._read(lambda: self._answer(response, parse_body), "an answer")
+        return outcome
+
+    def _answer(self, response: httpx.Response, parse_body: Any) -> Any:
+        """The shared template: provider statuses, shared statuses, 4xx, then the body."""
+        early = self._check(response)
+        if early is not None:
+            return early
+        raise_for_status(response, self.name)
+        if response.status_code >= 400:
+            return client_error(response, self.name, self.secrets)
+        return parse_body(response)
+
+    def _read(self, read: Any, what: str) -> Any:
+        """``read()``; what a hostile answer makes it raise is a ``Failure`` (ProviderErrors pass)."""
         try:
-            early = self._check(response)
-            if early is not None:
-                return early
-            raise_for_status(response, self.name)
-            if response.status_code >= 400:
-                return client_error(response, self.name, self.secrets)
-            outcome: Outcome = parse_body(decode_json(response, self.name, self.secrets))
-            return outcome
+            return read()
         except ProviderResponseError as exc:
             return Failure(reason=str(exc), error=type(exc).__name__, provider=self.name)
         except GeotoolkitError:
             raise
         except _DATA_ERRORS as exc:
-            return Failure(reason=self._reason(f"{self.name} sent an answer it could not read "
+            return Failure(reason=self._reason(f"{self.name} sent {what} it could not read "
                                                f"({type(exc).__name__}: {exc})"),
                            error="ProviderResponseError", provider=self.name)
+
+    def _json(self, parse_body: Any) -> Any:
+        """``parse_body`` applied to the decoded JSON of a response."""
+        return lambda response: parse_body(decode_json(response, self.name, self.secrets))
 
     def _reason(self, text: object) -> str:
         """Text (from a response, in part) fit for a reason: redacted and capped."""
@@ -279,23 +291,9 @@ class HTTPProvider:
     def _batch_answer(self, response: httpx.Response,
                       items: list[_batch.Item]) -> tuple[Mapping[int, Outcome], Outcome | None]:
         """The outcomes by position, or one outcome for the whole batch."""
-        try:
-            early = self._check(response)
-            if early is not None:
-                return {}, early
-            raise_for_status(response, self.name)
-            if response.status_code >= 400:
-                return {}, client_error(response, self.name, self.secrets)
-            found = self._parse_batch(response, items)
-            return ({}, found) if isinstance(found, Match | NoMatch | Failure) else (found, None)
-        except ProviderResponseError as exc:
-            return {}, Failure(reason=str(exc), error=type(exc).__name__, provider=self.name)
-        except GeotoolkitError:
-            raise
-        except _DATA_ERRORS as exc:
-            return {}, Failure(reason=self._reason(f"{self.name} sent a batch answer it could not "
-                                                   f"read ({type(exc).__name__}: {exc})"),
-                               error="ProviderResponseError", provider=self.name)
+        found = self._read(lambda: self._answer(response, lambda r: self._parse_batch(r, items)),
+                           "a batch answer")
+        return (found, None) if isinstance(found, Mapping) else ({}, found)
 
     def _build_batch(self, items: list[_batch.Item]) -> httpx.Request:
         raise NotImplementedError
@@ -308,16 +306,7 @@ class HTTPProvider:
 
     def _row(self, parse: Any, value: object) -> Outcome:
         """One row of a batch answer read with ``parse``: what it cannot read is that row's Failure."""
-        try:
-            outcome: Outcome = parse(value)
-        except ProviderResponseError as exc:
-            return Failure(reason=str(exc), error=type(exc).__name__, provider=self.name)
-        except GeotoolkitError:
-            raise
-        except _DATA_ERRORS as exc:
-            return Failure(reason=self._reason(f"{self.name} sent a batch row it could not read "
-                                               f"({type(exc).__name__}: {exc})"),
-                           error="ProviderResponseError", provider=self.name)
+        outcome: Outcome = self._read(lambda: parse(value), "a batch row")
         return outcome
 
     def _match(self, lon: object, lat: object, label: object, raw: Any, *,
@@ -347,6 +336,7 @@ class HTTPProvider:
         if self._api_key is not None:
             parts.append("api_key='***'")
         return f"{type(self).__name__}({', '.join(parts)})"
+
 
 
 def _excerpt(raw: object) -> str:

@@ -10,8 +10,8 @@ import pytest
 import geotoolkit.providers
 
 MODULES = ["arcgis", "census", "geonorge", "google", "here", "locationiq", "mapbox", "nominatim",
-           "opencage", "pelias", "photon", "policies", "registry", "_batch", "_census_batch", "_common",
-           "_fields", "_iso3166", "base", "precision"]
+           "opencage", "pelias", "photon", "policies", "protocol", "registry", "_batch",
+           "_census_batch", "_common", "_fields", "_iso3166", "base", "precision"]
 
 
 def test_public_names_are_pinned() -> None:
