@@ -53,7 +53,8 @@ from geotoolkit.validate import require_country
 if TYPE_CHECKING:
     import geopandas as gpd
 
-__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "check_chain", "gate_backend", "settle"]
+__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "check_chain", "gate_backend", "settle",
+           "stage_names"]
 
 #: Keyword arguments naming structured-address columns (``country`` may also be a code).
 COLUMN_ARGUMENTS = STRUCTURED_FIELDS
@@ -264,35 +265,38 @@ class _Stages:
         self.best: list[Outcome | None] = [None] * len(items)
         self.trail: list[list[Outcome]] = [[] for _ in items]
         self.sent = [0] * len(items)
+        self.names = stage_names(options.providers)
 
     async def run(self) -> list[Outcome]:
         providers = self.options.providers
         pending = list(range(len(self.items)))
         with opened(self.options) as (gate, store):
-            for stage, provider in enumerate(providers, 1):
+            for stage in range(1, len(providers) + 1):
                 if self.sink is not None:
                     self.sink.last = stage == len(providers)
                     if len(providers) > 1:
-                        self.sink.sink(StageStarted(stage, len(providers), provider.name,
+                        self.sink.sink(StageStarted(stage, len(providers), self.names[stage - 1],
                                                     len(pending), at=self._now()))
-                pending = await self._stage(provider, pending, gate, store,
-                                            last=stage == len(providers))
+                pending = await self._stage(stage, pending, gate, store)
                 if not pending:
                     break
         if self.sink is not None:
             self.sink.sink(self.sink.finished(self._now(), self._counts()))
         return [self._final(i) for i in range(len(self.items))]
 
-    async def _stage(self, provider: Provider, rows: list[int], gate: Gate,
-                     store: ResultStore | None, *, last: bool) -> list[int]:
+    async def _stage(self, stage: int, rows: list[int], gate: Gate,
+                     store: ResultStore | None) -> list[int]:
+        provider, name = self.options.providers[stage - 1], self.names[stage - 1]
+        last = stage == len(self.options.providers)
         recorder = _Recorder(store) if store is not None else None
         engine = Engine(provider, self.options, gate=gate, store=recorder)
         outcomes = await engine.run([self.items[i] for i in rows], self.sink)
         hits = {id(o) for o in recorder.hits} if recorder is not None else set()
         passing = []
-        for i, outcome in zip(rows, outcomes, strict=True):
+        for i, answer in zip(rows, outcomes, strict=True):
+            self.sent[i] += 0 if id(answer) in hits else answer.attempts
+            outcome = answer if answer.provider == name else dataclasses.replace(answer, provider=name)
             self.trail[i].append(outcome)
-            self.sent[i] += 0 if id(outcome) in hits else outcome.attempts
             best = self.best[i]
             minimum = self.options.min_precision
             if best is None or _rank(outcome, minimum) < _rank(best, minimum):
@@ -324,6 +328,21 @@ class _Stages:
 
     def _now(self) -> float:
         return (self.options.clock or SystemClock()).now()
+
+
+def stage_names(providers: Sequence[Provider]) -> list[str]:
+    """How each provider of a chain is named in results: its name, with its host when two
+    providers of the chain share a name (two Nominatim instances).
+
+    >>> from geotoolkit.providers import Nominatim, Photon
+    >>> ua = "docs-example/1.0 (docs@example.org)"
+    >>> stage_names([Nominatim("http://10.0.0.1", user_agent=ua), Nominatim(user_agent=ua)])
+    ['nominatim@10.0.0.1', 'nominatim@nominatim.openstreetmap.org']
+    >>> stage_names([Photon(), Nominatim(user_agent=ua)])
+    ['photon', 'nominatim']
+    """
+    names = [p.name for p in providers]
+    return [f"{p.name}@{p.host}" if names.count(p.name) > 1 else p.name for p in providers]
 
 
 def _why(outcome: Outcome) -> str:
