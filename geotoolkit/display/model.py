@@ -178,7 +178,7 @@ class ProgressModel:
 
     def view(self) -> ProgressView:
         """The current view; the pause countdown is computed at ``time_fn()``."""
-        t = self.tally
+        t, stage = self.tally, self.tally.stage
         pace, allowed, ratio, workers = self._fleet()
         state, error = self._state()
         pause = max(0.0, self._pause_until - self._time()) if t.finished is None else 0.0
@@ -191,14 +191,9 @@ class ProgressModel:
             fleet_measured=t.fleet is not None, pause_seconds=pause,
             pause_cause=redact(self._pause_cause) if pause > 0 else "", state=state,
             error=error, host=redact(t.host), too_coarse=t.too_coarse, passed_on=t.passed_on,
-            **self._stage())
-
-    def _stage(self) -> dict[str, int | str]:
-        stage = self.tally.stage
-        if stage is None:
-            return {}
-        return {"stage": stage.stage, "stages": stage.stages,
-                "stage_provider": redact(stage.provider), "stage_rows": stage.rows}
+            stage=stage.stage if stage else 0, stages=stage.stages if stage else 0,
+            stage_provider=redact(stage.provider) if stage else "",
+            stage_rows=stage.rows if stage else 0)
 
 
 # -- text fragments shared by every renderer ------------------------------------

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from geotoolkit.export import input_columns
-from geotoolkit.results import PRECISIONS, Match, Outcome, Place
+from geotoolkit.export.dtypes import PRECISION_DTYPE, is_result_dtype_column, result_dtypes
+from geotoolkit.results import Match, Outcome, Place
 from geotoolkit.schema import (
     COARSE_COLUMNS,
     FULL_RESULT_COLUMNS,
@@ -26,22 +27,10 @@ from geotoolkit.schema import (
 )
 from geotoolkit.validate import check_point, country_code, require_country
 
-__all__ = ["PRECISION_DTYPE", "merge_retried", "outcomes_frame", "result_dtypes"]
+__all__ = ["PRECISION_DTYPE", "merge_retried", "outcomes_frame", "result_dtypes", "retry_rows"]
 
 Countries = str | Sequence[object] | None
 
-#: ``geocode_precision``: ordered finest first, so ``result.geocode_precision <= "street"``
-#: selects street-level matches and finer.
-PRECISION_DTYPE = pd.CategoricalDtype(list(PRECISIONS), ordered=True)
-
-_TEXT = ("geocode_status", "geocode_label", "geocode_provider", "geocode_reason",
-         "geocode_place_id", "geocode_osm_type", "geocode_housenumber", "geocode_street",
-         "geocode_postcode", "geocode_locality", "geocode_region", "geocode_country_code")
-_FLOAT = ("lon", "lat", "geocode_score", *COARSE_COLUMNS, "geocode_bbox_min_lon",
-          "geocode_bbox_min_lat", "geocode_bbox_max_lon", "geocode_bbox_max_lat")
-_DTYPES: dict[str, Any] = {**dict.fromkeys(_TEXT, "str"), **dict.fromkeys(_FLOAT, "float64"),
-                           "geocode_precision": PRECISION_DTYPE, "geocode_attempts": "int64",
-                           "geocode_osm_id": "Int64", "geocode_fixed": "bool"}
 _PLACE_TEXT = ("place_id", "osm_type", "housenumber", "street", "postcode", "locality", "region",
                "country_code")
 
@@ -105,26 +94,6 @@ class _Columns:
         return result_dtypes(pd.DataFrame(columns, index=index))
 
 
-def result_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with its result columns in their dtypes (e.g. after reading a file back).
-
-    Text columns are ``str``, coordinates, scores and the bounding box ``float64``,
-    ``geocode_precision`` the ordered :data:`PRECISION_DTYPE`, ``geocode_osm_id``
-    a nullable ``Int64``, ``geocode_attempts`` ``int64`` and ``geocode_fixed`` ``bool``.
-    """
-    out = frame.copy()
-    for name in [c for c in out.columns if c in _DTYPES]:
-        values = out[name]
-        if name in _TEXT:  # missing stays missing (NaN), never the text "None"
-            values = values.astype(object).where(values.notna(), None)
-        elif name == "geocode_precision":
-            values = values.astype(object).where(values.isin(PRECISIONS), None)
-        elif name in ("geocode_attempts", "geocode_fixed"):
-            values = values.fillna(0)
-        out[name] = values.astype(_DTYPES[name])
-    return out
-
-
 def _distinct(outcomes: Sequence[Outcome], countries: list[str | None]
               ) -> tuple[np.ndarray, list[tuple[Outcome, str | None]]]:
     """Rows sharing an outcome object (duplicate addresses) and a country are checked once."""
@@ -174,6 +143,44 @@ def _with_points(frame: pd.DataFrame) -> gpd.GeoDataFrame:
     return gpd.GeoDataFrame(frame, geometry=points, crs="EPSG:4326")
 
 
+def retry_rows(result: pd.DataFrame, fixed: pd.DataFrame | None) -> tuple[pd.DataFrame, list[bool]]:
+    """The rows of ``result`` to send again (its input columns, corrected from ``fixed``),
+    and which of them the analyst changed.
+
+    ``fixed`` holds rows of ``result`` by index label (for example its dead letters,
+    edited); its input columns replace the result's, its geocode columns are ignored.
+    ``None``: every dead letter as it stands.
+    """
+    from geotoolkit.errors import ConfigurationError
+    from geotoolkit.export import dead_letters
+
+    letters = dead_letters(result)  # refuses a frame that is not a result
+    if not result.index.is_unique:
+        raise ConfigurationError("the result's index has duplicate labels, so corrected rows "
+                                 "cannot be matched back: result.reset_index() first")
+    fixed = letters if fixed is None else fixed
+    if not fixed.index.is_unique:
+        raise ConfigurationError("fixed has duplicate index labels: give each row once")
+    missing = fixed.index.difference(result.index)
+    if len(missing):
+        shown = ", ".join(map(repr, list(missing)[:5]))
+        raise ConfigurationError(
+            f"fixed has rows that are not in the result: {shown}; keep the result's index "
+            "(read a spreadsheet back with index_col=0)")
+    own = input_columns(result)
+    unknown = [c for c in input_columns(fixed).columns if c not in own.columns]
+    if unknown:
+        raise ConfigurationError(f"fixed has columns the result does not: {', '.join(map(repr, unknown))}")
+    rows = own.loc[fixed.index].copy()
+    changed = pd.Series(False, index=rows.index)
+    for name in input_columns(fixed).columns:
+        before, after = rows[name].astype(object), fixed[name].astype(object)
+        same = (before == after) | (before.isna() & after.isna())
+        changed |= ~same.astype(bool)
+        rows[name] = fixed[name]
+    return rows, changed.tolist()
+
+
 def merge_retried(result: pd.DataFrame, retried: pd.DataFrame, *, sent: Sequence[int],
                   fixed: Sequence[bool]) -> gpd.GeoDataFrame:
     """``result`` with the rows of ``retried`` (same index labels) replaced by their new answer.
@@ -212,7 +219,7 @@ def _restore(merged: pd.DataFrame, base: pd.DataFrame, new: pd.DataFrame) -> pd.
     """The input columns back in their own dtypes where both sides agree; result dtypes."""
     out = result_dtypes(merged)
     for name in out.columns:
-        if name in _DTYPES:
+        if is_result_dtype_column(name):
             continue
         dtypes = {side[name].dtype for side in (base, new) if name in side.columns}
         if len(dtypes) == 1:

@@ -53,8 +53,8 @@ from geotoolkit.validate import require_country
 if TYPE_CHECKING:
     import geopandas as gpd
 
-__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "check_chain", "gate_backend", "settle",
-           "stage_names"]
+__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "check_chain", "gate_backend", "retry",
+           "settle", "stage_names"]
 
 #: Keyword arguments naming structured-address columns (``country`` may also be a code).
 COLUMN_ARGUMENTS = STRUCTURED_FIELDS
@@ -405,3 +405,18 @@ class FrameJob:
         """Run to the end from synchronous code (also inside Jupyter) and build the result."""
         outcomes = run_sync(lambda: self.run(progress))
         return self.result(outcomes)
+
+
+def retry(result: pd.DataFrame, fixed: pd.DataFrame | None, columns: Columns,
+          options: GeocodeOptions, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
+    """Send the rows of ``fixed`` (default: the dead letters) again; the whole result back.
+
+    See :func:`~geotoolkit.orchestration.frame.retry_rows` (which rows, corrected how)
+    and :func:`~geotoolkit.orchestration.frame.merge_retried` (how they are merged).
+    """
+    from geotoolkit.orchestration.frame import merge_retried, retry_rows
+
+    rows, changed = retry_rows(result, fixed)
+    job = FrameJob(rows, columns, options)
+    retried = job.run_sync(progress)
+    return merge_retried(result, retried, sent=job.sent, fixed=changed)
