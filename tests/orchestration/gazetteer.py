@@ -79,7 +79,10 @@ class Gazetteer:
                 with gazetteer._lock:
                     gazetteer.queries.append(normalise_address(query))
                 failing = normalise_address(query) in gazetteer.failing
-                body = json.dumps({"error": "boom"} if failing else gazetteer.answer(query)).encode()
+                answer = gazetteer.answer(query)
+                if urlsplit(self.path).path == "/api":  # Photon's GeoJSON
+                    answer = {"type": "FeatureCollection", "features": [_feature(a) for a in answer]}
+                body = json.dumps({"error": "boom"} if failing else answer).encode()
                 self.send_response(500 if failing else 200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -99,6 +102,16 @@ class Gazetteer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+def _feature(item: Mapping[str, object]) -> dict[str, object]:
+    """A Nominatim answer as Photon says it (street level and finer only)."""
+    kind = "house" if item["addresstype"] == "building" else "street"
+    return {"type": "Feature", "geometry": {"type": "Point", "coordinates": [
+        float(item["lon"]), float(item["lat"])]},  # type: ignore[arg-type]
+        "properties": {"osm_type": "N", "osm_id": item["osm_id"], "type": kind,
+                       "osm_key": "place", "osm_value": kind, "name": item["display_name"],
+                       "countrycode": "LI"}}
 
 
 @contextmanager
