@@ -35,8 +35,9 @@ def read_results(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     source = Path(path)
     if not source.is_file():
         raise ConfigurationError(f"no such file: {source}")
+    geopackage = format_of(source) == "GeoPackage"
     try:
-        frame = _geopackage(source) if format_of(source) == "GeoPackage" else gpd.read_parquet(source)
+        frame = _geopackage(source) if geopackage else gpd.read_parquet(source)
     except (OSError, ValueError, pyogrio.errors.DataSourceError,
             pyogrio.errors.DataLayerError) as exc:
         raise ExportError(f"cannot read {source}: {exc}") from exc
@@ -49,7 +50,7 @@ def read_results(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
 def _geopackage(source: Path) -> gpd.GeoDataFrame:
     layers = {name for name, _ in pyogrio.list_layers(source)}
     if "geocoded" not in layers or "dead_letters" not in layers:
-        raise ConfigurationError(f"{source} has no geocoded and dead_letters layers: not a result")
+        raise ExportError(f"{source} has no geocoded and dead_letters layers: not a result")
     geocoded = pyogrio.read_dataframe(source, layer="geocoded")
     letters = pd.DataFrame(pyogrio.read_dataframe(source, layer="dead_letters", read_geometry=False))
     letters = letters.reindex(columns=list(dict.fromkeys([*geocoded.columns, *letters.columns])))
