@@ -21,9 +21,9 @@ import geopandas as gpd
 import pandas as pd
 
 from geotoolkit.errors import ConfigurationError
-from geotoolkit.export import dead_letters, input_columns
 from geotoolkit.redact import redact
 from geotoolkit.results import PRECISIONS
+from geotoolkit.schema import result_columns
 
 __all__ = ["PRECISION_COLOURS", "ResultMap", "explore"]
 
@@ -67,7 +67,7 @@ class ResultMap:
         letters = self.dead_letters
         if letters.empty:
             return "<p><b>No dead letters</b>: every row matched.</p>"
-        shown = [c for c in (*input_columns(letters).columns, *_TABLE_COLUMNS) if c in letters.columns]
+        shown = [c for c in (*_own_columns(letters), *_TABLE_COLUMNS) if c in letters.columns]
         table = letters[shown].head(_MAX_TABLE_ROWS).astype(object).where(letters.notna(), "")
         more = len(letters) - len(table)
         note = f"<p>... and {more} more</p>" if more > 0 else ""
@@ -92,12 +92,12 @@ class ResultMap:
         return f"<ResultMap: {len(self.dead_letters)} dead letters>"
 
 
-def explore(result: pd.DataFrame, **kwargs: Any) -> ResultMap:
-    """The map of ``result`` (see the module docstring); ``kwargs`` go to ``explore()``."""
+def explore(result: pd.DataFrame, letters: pd.DataFrame, **kwargs: Any) -> ResultMap:
+    """The map of ``result`` with its dead ``letters`` beside it (see the module docstring);
+    ``kwargs`` go to ``GeoDataFrame.explore()``."""
     _require_folium()
     import folium
 
-    letters = dead_letters(result)
     frame = gpd.GeoDataFrame(result) if isinstance(result, gpd.GeoDataFrame) else None
     if frame is None or frame.crs is None:
         raise ConfigurationError("explore() needs a geocoding result (a GeoDataFrame in EPSG:4326)")
@@ -122,8 +122,14 @@ def explore(result: pd.DataFrame, **kwargs: Any) -> ResultMap:
     return ResultMap(m, letters)
 
 
+def _own_columns(frame: pd.DataFrame) -> list[str]:
+    """The input's own columns: not geotoolkit's, not a geometry."""
+    ours = {*result_columns(frame.columns), "geometry", getattr(frame, "_geometry_column_name", None)}
+    return [str(c) for c in frame.columns if c not in ours]
+
+
 def _tooltip(frame: pd.DataFrame) -> list[str]:
-    own = [str(c) for c in input_columns(frame).columns][:4]
+    own = _own_columns(frame)[:4]
     return [*own, *(c for c in ("geocode_label", "geocode_provider", "geocode_precision")
                     if c in frame.columns)]
 

@@ -188,8 +188,9 @@ class GeocodeAccessor:
             ``save(path)`` writes both to one HTML page.
         """
         from geotoolkit.display.map import explore
+        from geotoolkit.export import dead_letters
 
-        return explore(self._obj, **kwargs)
+        return explore(self._obj, dead_letters(self._obj), **kwargs)
 
 
 def _signature() -> None:

@@ -131,7 +131,7 @@ def test_explore_colours_points_by_precision_and_lists_the_dead_letters(tmp_path
 def test_explore_without_the_map_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "folium", None)  # an import of it now fails
     with pytest.raises(ConfigurationError, match=r"pip install 'geotoolkit\[map\]'"):
-        explore(_result())
+        explore(_result(), _result().geocode.dead_letters())
 
 
 def test_explore_a_result_without_dead_letters_or_matches() -> None:

@@ -74,7 +74,7 @@ class Gazetteer:
         gazetteer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            def do_GET(self) -> None:
                 query = parse_qs(urlsplit(self.path).query).get("q", [""])[0]
                 with gazetteer._lock:
                     gazetteer.queries.append(normalise_address(query))

@@ -19,7 +19,7 @@ from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.progress import BatchFinished, Event, ItemFinished, StageStarted, Tally
 from geotoolkit.results import Query
 
-ADDRESSES = list(PLACES) + ["Nowhere 1"]
+ADDRESSES = [*PLACES, "Nowhere 1"]
 
 
 def run(df: pd.DataFrame, events: list[Event] | None = None, **given: Any) -> Any:
@@ -88,7 +88,7 @@ def test_a_rerun_with_another_min_precision_sends_nothing(server: Gazetteer, tmp
 
 
 def test_full_results_adds_typed_place_columns(server: Gazetteer) -> None:
-    out = run(frame(ADDRESSES[:1] + ["Nowhere 1"]), provider=server.provider(), full_results=True)
+    out = run(frame([ADDRESSES[0], "Nowhere 1"]), provider=server.provider(), full_results=True)
     row = out.loc["r0"]
     assert row["geocode_osm_type"] == "node" and row["geocode_osm_id"] == 4242
     assert out["geocode_osm_id"].dtype == "Int64" and pd.isna(out.loc["r1", "geocode_osm_id"])

@@ -52,7 +52,8 @@ def test_a_chain_with_min_precision_then_the_review_loop(
         letters = pyogrio.read_dataframe(out, layer="dead_letters", read_geometry=False)
         assert list(letters["geocode_status"]) == ["too_coarse", "no_match"]
         # photon's street is kept: finer than nominatim's locality
-        assert letters.loc[0, "geocode_precision"] == "street" and pd.isna(letters.loc[1, "geocode_precision"])
+        assert letters.loc[0, "geocode_precision"] == "street"
+        assert pd.isna(letters.loc[1, "geocode_precision"])
         assert letters.loc[0, "geocode_coarse_lon"] == 9.5215
 
         with sqlite3.connect(out) as db:  # the analyst corrects a dead letter in place
