@@ -164,7 +164,8 @@ class GeocodeAccessor:
             index has duplicates.
         """
         from geotoolkit.display.sinks import progress_sink
-        from geotoolkit.orchestration.job import Columns, retry
+        from geotoolkit.orchestration.frame import retry
+        from geotoolkit.orchestration.job import Columns
         from geotoolkit.orchestration.options import GeocodeOptions
 
         columns = Columns.take(column, options)

@@ -32,7 +32,8 @@ from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
 from geotoolkit.export import check_exportable, read_results, write_results
-from geotoolkit.orchestration.job import Columns, FrameJob, retry
+from geotoolkit.orchestration.frame import retry
+from geotoolkit.orchestration.job import Columns, FrameJob
 from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.progress import Event, ProgressSink, Tally
 from geotoolkit.providers import PROVIDERS, get_provider

@@ -1,15 +1,15 @@
 """Outcomes to (Geo)DataFrames: validated WGS84 Points built explicitly from (lon, lat).
 
-:func:`outcomes_frame` builds a result from one outcome per row; :func:`merge_retried`
-folds the rows a review loop sent again back into the whole result;
-:func:`result_dtypes` gives a frame read back from a file its result dtypes again.
+:func:`outcomes_frame` builds a result from one outcome per row. The review loop:
+:func:`retry` sends some rows of a result again (:func:`retry_rows` picks and corrects
+them) and :func:`merge_retried` folds them back into the whole result.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import numpy as np
@@ -27,7 +27,13 @@ from geotoolkit.schema import (
 )
 from geotoolkit.validate import check_point, country_code, require_country
 
-__all__ = ["PRECISION_DTYPE", "merge_retried", "outcomes_frame", "result_dtypes", "retry_rows"]
+if TYPE_CHECKING:
+    from geotoolkit.orchestration.job import Columns
+    from geotoolkit.orchestration.options import GeocodeOptions
+    from geotoolkit.progress import ProgressSink
+
+__all__ = ["PRECISION_DTYPE", "merge_retried", "outcomes_frame", "result_dtypes", "retry",
+           "retry_rows"]
 
 Countries = str | Sequence[object] | None
 
@@ -227,3 +233,18 @@ def _restore(merged: pd.DataFrame, base: pd.DataFrame, new: pd.DataFrame) -> pd.
             with contextlib.suppress(TypeError, ValueError):
                 out[name] = out[name].astype(dtypes.pop())
     return out
+
+
+def retry(result: pd.DataFrame, fixed: pd.DataFrame | None, columns: Columns,
+          options: GeocodeOptions, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
+    """Send the rows of ``fixed`` (default: the dead letters) again; the whole result back.
+
+    See :func:`retry_rows` (which rows, corrected how) and :func:`merge_retried` (how
+    they are merged).
+    """
+    from geotoolkit.orchestration.job import FrameJob
+
+    rows, changed = retry_rows(result, fixed)
+    job = FrameJob(rows, columns, options)
+    retried = job.run_sync(progress)
+    return merge_retried(result, retried, sent=job.sent, fixed=changed)

@@ -11,10 +11,9 @@ With a provider chain (``provider=[first, second, ...]``) each stage is its own
 engine batch under that provider's gate key, rate and usage policy; the rows that
 come back in ``fallback_on`` go on to the next stage (announced by a
 :class:`~geotoolkit.progress.StageStarted` event). A row keeps the best answer any
-stage gave (a match, then the finest too-coarse match, then a no-match, then a
-failure; the earlier stage on a tie), and its ``attempts`` add up over the stages.
-Whether a match is too coarse is decided here, not in the engine: the cache keeps
-the match, so a rerun with another ``min_precision`` sends nothing.
+stage gave (a match, the finest too-coarse match, a no-match, a failure; the earlier
+stage on a tie). Too coarse is decided here, not in the engine: the cache keeps the
+match, so a rerun with another ``min_precision`` sends nothing.
 """
 
 from __future__ import annotations
@@ -53,8 +52,8 @@ from geotoolkit.validate import require_country
 if TYPE_CHECKING:
     import geopandas as gpd
 
-__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "check_chain", "gate_backend", "retry",
-           "settle", "stage_names"]
+__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "check_chain", "gate_backend", "settle",
+           "stage_names"]
 
 #: Keyword arguments naming structured-address columns (``country`` may also be a code).
 COLUMN_ARGUMENTS = STRUCTURED_FIELDS
@@ -406,17 +405,3 @@ class FrameJob:
         outcomes = run_sync(lambda: self.run(progress))
         return self.result(outcomes)
 
-
-def retry(result: pd.DataFrame, fixed: pd.DataFrame | None, columns: Columns,
-          options: GeocodeOptions, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
-    """Send the rows of ``fixed`` (default: the dead letters) again; the whole result back.
-
-    See :func:`~geotoolkit.orchestration.frame.retry_rows` (which rows, corrected how)
-    and :func:`~geotoolkit.orchestration.frame.merge_retried` (how they are merged).
-    """
-    from geotoolkit.orchestration.frame import merge_retried, retry_rows
-
-    rows, changed = retry_rows(result, fixed)
-    job = FrameJob(rows, columns, options)
-    retried = job.run_sync(progress)
-    return merge_retried(result, retried, sent=job.sent, fixed=changed)
