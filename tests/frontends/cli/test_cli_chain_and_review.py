@@ -42,8 +42,8 @@ def test_a_chain_with_min_precision_then_the_review_loop(
     with Gazetteer(FIRST, name="first") as first, Gazetteer(SECOND, name="second") as second:
         assert main(["geocode", str(csv_path), "-o", str(out),
                      *_argv(first, second, "--min-precision", "address", "--cache", cache)]) == 0
-        assert first.queries == [a.lower() for a in ADDRESSES]
-        assert second.queries == ["landstrasse 19, 9494 schaan", "vaduz", "zolstrasse 2"]
+        assert sorted(first.queries) == sorted(a.lower() for a in ADDRESSES)
+        assert sorted(second.queries) == ["landstrasse 19, 9494 schaan", "vaduz", "zolstrasse 2"]
         printed = capsys.readouterr().out
         assert "4/4 rows: 2 matched, 1 too coarse, 1 no match, 0 failed" in printed
         geocoded = pyogrio.read_dataframe(out, layer="geocoded")
