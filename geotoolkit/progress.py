@@ -74,10 +74,11 @@ class StageStarted:
 
 @dataclass(frozen=True)
 class Throttled:
-    """The fleet paused: ``cause`` is "retry-after" (the server said so) or "backoff"."""
+    """The fleet paused: ``cause`` is "retry-after" (the server said so), "backoff", or
+    "circuit" (the provider is unreachable: its circuit opened, one probe at a time)."""
 
     wait_seconds: float
-    cause: Literal["retry-after", "backoff", "fleet pacing"]
+    cause: Literal["retry-after", "backoff", "fleet pacing", "circuit"]
     host: str = ""
     status_code: int | None = None
     retry_after: float | None = None

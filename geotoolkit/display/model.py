@@ -103,6 +103,8 @@ def _throttle_cause(event: Throttled) -> str:
     if event.cause == "backoff":
         status = f"{event.status_code} " if event.status_code else ""
         return f"backoff after {status}from {host}"
+    if event.cause == "circuit":
+        return f"circuit open: {host} unreachable, probing"
     return "fleet pacing"
 
 

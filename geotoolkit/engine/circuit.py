@@ -26,6 +26,7 @@ from typing import Any
 
 from geotoolkit.engine.pacer import Pacer, call_gate
 from geotoolkit.errors import ProviderUnavailableError
+from geotoolkit.progress import Throttled
 
 __all__ = ["CIRCUIT_VALUE", "PROBE_VALUE", "Circuit", "CircuitState"]
 
@@ -196,6 +197,8 @@ class Circuit:
         wait = max(0.0, state.probe_at - self._store_now())
         await self.pacer.pause(wait, cause=f"circuit open: {self.pacer.host} unreachable "
                                            f"({state.reason}); next probe in {wait:.0f} s")
+        self.pacer.emit(Throttled(wait_seconds=wait, cause="circuit", host=self.pacer.host,
+                                  at=self.pacer.clock.now()))
 
     async def _claim(self) -> bool:
         return await self._set(PROBE_VALUE, self.pacer.worker_id or "worker",

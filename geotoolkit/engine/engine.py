@@ -257,7 +257,7 @@ class Engine:
 
     async def _resolve(self, key: str, query: AnyQuery) -> Outcome:
         try:
-            request = self.provider.build_request(query)  # type: ignore[arg-type]
+            request = self.provider.build_request(query)
         except QueryError as exc:  # refused before any request: too long, not encodable
             return Failure(reason=self._redact(str(exc)), error="QueryError",
                            provider=self.provider.name)
@@ -309,7 +309,7 @@ class Engine:
             deadline_seconds=self.settings.request_deadline_seconds,
             max_bytes=self.settings.max_response_bytes)
         try:
-            outcome = self.provider.parse_response(query, response)  # type: ignore[arg-type]
+            outcome = self.provider.parse_response(query, response)
         except ProviderUnavailableError:
             raise  # a 5xx: the provider is there but failing (a transport failure of its own)
         except BaseException:

@@ -99,7 +99,7 @@ class Pacer:
         self.gate, self.key, self.rate, self.clock = gate, key, rate, clock
         self.cap, self.max_wait_seconds = cap, max_wait_seconds
         self.host, self.provider = host, provider
-        self.sample_seconds, self._emit, self._stopping = sample_seconds, emit, stopping
+        self.sample_seconds, self.emit, self._stopping = sample_seconds, emit, stopping
         #: What this worker saw since its last gate call (flushed with the next one).
         self.counts = Counts()
         #: This run's id on the gate (random, new for every run).
@@ -201,7 +201,7 @@ class Pacer:
         else:
             cause = f"backoff after HTTP {exc.status_code} from {host}: {wait:.1f} s"
         await self.pause(wait, cause=cause, rate_limited=exc.status_code == 429)
-        self._emit(Throttled(
+        self.emit(Throttled(
             wait_seconds=wait, host=host, status_code=exc.status_code,
             cause="retry-after" if exc.retry_after is not None else "backoff",
             retry_after=exc.retry_after, at=self.clock.now()))
@@ -249,7 +249,7 @@ class Pacer:
                 self._last_beat = now
             stats = await self._record(heartbeat=beat)
             if stats is not None:
-                self._emit(self._sampled(stats))
+                self.emit(self._sampled(stats))
         finally:
             self._sampling = False
 

@@ -29,9 +29,23 @@ def _plain(frame: pd.DataFrame, *, categories: bool = True) -> pd.DataFrame:
         dtype = out[name].dtype
         categorical = categories and isinstance(dtype, pd.CategoricalDtype)
         if name != "geometry" and (pd.api.types.is_object_dtype(dtype) or categorical):
-            out[name] = out[name].astype(object).map(
-                lambda v: None if v is None or v != v else str(v))
+            out[name] = out[name].astype(object).map(_text)
     return out
+
+
+def _missing(value: object) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # a list or an array in a cell: not missing
+        return False
+
+
+def _text(value: object) -> str | None:
+    """A cell as text a file can hold: text that is not valid Unicode (a lone surrogate
+    from a badly decoded input) keeps its code points as ``\\udcfc`` escapes."""
+    if value is None or (not isinstance(value, str) and _missing(value)):
+        return None
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:

@@ -52,7 +52,7 @@ from geotoolkit.validate import require_country
 if TYPE_CHECKING:
     import geopandas as gpd
 
-__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "check_chain", "gate_backend", "settle",
+__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "gate_backend", "settle",
            "stage_names"]
 
 #: Keyword arguments naming structured-address columns (``country`` may also be a code).
@@ -220,14 +220,6 @@ def opened(options: GeocodeOptions) -> Iterator[tuple[Gate, ResultStore | None]]
         yield gate, store
 
 
-def check_chain(options: GeocodeOptions) -> None:
-    """Refuse a ``rate`` for a chain: each provider runs at its own (give it to the provider)."""
-    if len(options.providers) > 1 and options.rate is not None:
-        raise ConfigurationError(
-            "rate= with a provider chain is ambiguous: each provider runs at its own published "
-            "or default rate; give a rate to a provider itself, e.g. Nominatim(..., rate=2)")
-
-
 class _Recorder:
     """A store seen through: remembers the outcomes it answered (cache hits), by identity."""
 
@@ -356,7 +348,6 @@ async def settle(items: list[Query | str], options: GeocodeOptions,
 
     With a provider chain, each row's best answer over the stages it went through.
     """
-    check_chain(options)
     return await _Stages(items, options, progress).run()
 
 
@@ -370,7 +361,6 @@ class FrameJob:
 
     def __init__(self, frame: pd.DataFrame, columns: Columns, options: GeocodeOptions) -> None:
         check_frame(frame, columns, overwrite=options.overwrite_columns)
-        check_chain(options)
         for provider in options.providers:
             check_usage_policy(provider, rows=len(frame), gate_backend=gate_backend(options.gate),
                                cached=options.cache is not False)

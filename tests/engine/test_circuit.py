@@ -4,6 +4,7 @@ not six attempts a row; the batch recovers or ends clearly; every worker on the 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -58,13 +59,13 @@ def queries(n: int, prefix: str = "Street") -> list[Query | str]:
 def test_a_provider_that_stays_down_costs_a_few_probes_then_ends_the_batch_clearly() -> None:
     clock = FakeClock(start=0.0)
     outage = Outage(clock)
-    with pytest.raises(ProviderUnavailableError, match="unreachable for .* circuit_timeout_seconds"):
+    with pytest.raises(ProviderUnavailableError, match=r"unreachable for .* circuit_timeout_seconds"):
         asyncio.run(engine(clock, outage, MemoryGate(clock=clock)).run(queries(200)))
     # Without the circuit: 200 rows x 6 attempts = 1200 requests over hours of backoff.
     assert len(outage.sent) < 40
     assert 600 <= clock.now() < 700  # it gave up after circuit_timeout_seconds, not before
     probes = [t for t, _ in outage.sent if t > 5]
-    gaps = [round(b - a) for a, b in zip(probes, probes[1:], strict=False)]
+    gaps = [round(b - a) for a, b in itertools.pairwise(probes)]
     assert gaps[:4] == [8, 16, 32, 60] and set(gaps[4:]) == {60}  # growing, then capped
 
 
@@ -95,7 +96,7 @@ def test_every_worker_on_the_key_waits_while_one_probes() -> None:
     assert all(o.status == "matched" for run in results for o in run)
     during = sorted(t for t, _ in outage.sent if 10.0 < t < 200.0)
     assert 3 <= len(during) <= 12  # probes of the fleet, not of each worker
-    assert all(b - a >= 1.9 for a, b in zip(during, during[1:], strict=False))  # one at a time
+    assert all(b - a >= 1.9 for a, b in itertools.pairwise(during))  # one at a time
     state = gate.values(PROVIDER.gate_key, "circuit")
     assert CIRCUIT_VALUE not in state  # closed again
 

@@ -122,6 +122,7 @@ def test_input_that_cannot_be_sent_is_refused_before_any_request(
     assert reason and "NAType" not in reason
     if address is pd.NA or address is None:
         assert reason == "missing address"
+    assert write_results(result, tmp_path / "out.gpkg") == (2, 1)  # the export holds it too
 
 
 def test_a_provider_that_refuses_connections_ends_with_a_clear_error_and_keeps_finished_rows(
