@@ -37,8 +37,8 @@ _KINDS: Final[Mapping[str, tuple[str | None, str, str, str, int, float]]] = {
     "address": ("node", "building", "house", "building", 30, 0.5),
     "street": ("way", "highway", "residential", "road", 26, 0.1),
     "postcode": (None, "place", "postcode", "postcode", 21, 0.01),
-    "locality": ("relation", "boundary", "administrative", "town", 16, 0.45),
-    "country": ("relation", "boundary", "administrative", "country", 4, 0.7),
+    "locality": ("node", "place", "town", "town", 16, 0.45),
+    "country": ("node", "place", "country", "country", 4, 0.7),
 }
 # LocationIQ's matchquality per level: matchcode, matchtype, matchlevel.
 _QUALITY: Final[Mapping[str, tuple[str, str, str]]] = {
@@ -94,7 +94,7 @@ def place(hit: Hit, fmt: str = "jsonv2", addressdetails: bool = True) -> dict[st
         category, kind, addresstype = "place", "house", "place"
         importance = round(0.2 + (hit.id % 1000) / 5000, 5)
     if hit.level == "locality" and hit.municipality != "Vaduz":
-        addresstype = "village"
+        kind = addresstype = "village"
     out: dict[str, Any] = {"place_id": hit.id, "licence": _LICENCE}
     if osm_type is not None:
         out["osm_type"] = osm_type
