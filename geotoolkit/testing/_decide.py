@@ -138,8 +138,9 @@ class Decider:
     def decide(self, cfg: Config, now: float, req: Request, epoch: int) -> Decision:
         """The reply to ``req`` arriving at ``now`` (recorded in the limiter and counters)."""
         if cfg.outage is not None:
-            delivery = "hang" if cfg.outage == "hang" else "rst"
-            return Decision(Reply(0, delivery=delivery, epoch=epoch), "outage")
+            dropped = Reply(0, delivery="hang", epoch=epoch) if cfg.outage == "hang" else Reply(
+                0, delivery="rst", epoch=epoch)
+            return Decision(dropped, "outage")
         dialect = req.dialect
         if dialect is None:
             return Decision(error_reply(404, f"no such endpoint: {req.path}"), "not_found")

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Final, Literal
 
-from geotoolkit.testing._places import KNOWN_ADDRESSES, Hit, nearest, query_repr, resolve
+from geotoolkit.testing._nearest import nearest
+from geotoolkit.testing._places import KNOWN_ADDRESSES, Hit, query_repr, resolve
 from geotoolkit.testing._reply import Answer, Marks, Reply, json_reply
 
 __all__ = [
@@ -49,7 +50,7 @@ _STATUS: Final[Mapping[str, int]] = {
 FALLBACK: Final = resolve(KNOWN_ADDRESSES[0].address)
 
 
-class BadRequest(Exception):  # noqa: N818 - a refusal, raised by parsers and answered with 400
+class BadRequest(Exception):
     """A request the provider refuses as malformed (answered 400, in its own form)."""
 
 
@@ -197,10 +198,7 @@ class Dialect:
 
     def find(self, lookup: Lookup) -> Hit | None:
         """What the simulator's world holds for a single lookup (filters applied)."""
-        if lookup.point is not None:
-            hit = nearest(*lookup.point)
-        else:
-            hit = resolve(lookup.text, lookup.fields)
+        hit = nearest(*lookup.point) if lookup.point is not None else resolve(lookup.text, lookup.fields)
         if hit is not None and lookup.countries is not None and not {"li", "lie"} & lookup.countries:
             return None
         return hit

@@ -10,6 +10,7 @@ geocode"}``, a spent day is ``429 {"error": "Rate Limited Day"}``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
 
@@ -24,7 +25,7 @@ from geotoolkit.testing._dialect import (
     countries,
 )
 from geotoolkit.testing._places import NOMINATIM_FIELDS, Hit
-from geotoolkit.testing._reply import Answer, json_reply
+from geotoolkit.testing._reply import Answer
 
 __all__ = ["LocationIQ", "Nominatim"]
 
@@ -212,5 +213,5 @@ class LocationIQ(Nominatim):
         if hits and hits[0] is not None:
             return super().answer(lookup, hits)
         normal = super().answer(lookup, hits)  # the fallback, for faults that need a result
-        body = json_reply(404, {"error": _NOT_FOUND}).body
-        return Answer(lambda marks: normal.build(marks) if marks else bytes(body), status=404)
+        body = json.dumps({"error": _NOT_FOUND}).encode()
+        return Answer(lambda marks: normal.build(marks) if marks else body, status=404)

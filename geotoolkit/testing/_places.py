@@ -10,15 +10,13 @@ A query finds a :class:`Hit` at one of five levels, from the tables of ``_gazett
 - anything else -> a stable hashed point inside Liechtenstein, at the ``address`` level
   (so any address list geocodes), unless it says "nowhere" or "no match" (``None``).
 
-A point finds the nearest known address within 200 m, else the nearest street within
-1 km, else the nearest town; nothing outside Liechtenstein's box. Pure functions, stdlib
-only (plus ``normalise_address``). Coordinates are ``lon, lat``.
+Points are looked up in ``_nearest``. Pure functions, stdlib only (plus
+``normalise_address``). Coordinates are ``lon, lat``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -43,31 +41,22 @@ __all__ = [
     "BBOX",
     "KNOWN_ADDRESSES",
     "NOMINATIM_FIELDS",
-    "REVERSE_ADDRESS_METERS",
-    "REVERSE_STREET_METERS",
     "Hit",
     "KnownAddress",
     "Level",
-    "distance_m",
-    "in_bbox",
-    "nearest",
-    "nearest_address",
+    "address_hit",
+    "locality_hit",
     "query_repr",
     "resolve",
+    "street_hit",
 ]
 
 #: Nominatim's structured-search parameters, in the order used for keys and labels.
 NOMINATIM_FIELDS = ("street", "city", "county", "state", "postalcode", "country")
 
-#: Reverse geocoding: a known address this close is the answer...
-REVERSE_ADDRESS_METERS: Final = 200.0
-#: ... else a street centre this close; else the nearest town.
-REVERSE_STREET_METERS: Final = 1000.0
-
 Level = Literal["address", "street", "postcode", "locality", "country"]
 
 _MARGIN = 0.0005  # keep hashed points strictly inside the box
-_EARTH_METERS = 6_371_008.8
 _HALF_SIZE: Final[Mapping[str, float]] = {"address": 0.0001, "street": 0.002, "postcode": 0.02,
                                           "locality": 0.03}
 _COUNTRY_NAMES: Final = frozenset({"liechtenstein", "fürstentum liechtenstein", "li", "lie"})
@@ -124,7 +113,7 @@ class Hit:
 # --------------------------------------------------------------------------- hits
 
 
-def _address_hit(known: KnownAddress) -> Hit:
+def address_hit(known: KnownAddress) -> Hit:
     road, number = split_house_number(known.street)
     return Hit("address", known.lon, known.lat, 300_000_000 + known.id, known.street,
                housenumber=number, street=road, postcode=known.postcode,
@@ -132,7 +121,7 @@ def _address_hit(known: KnownAddress) -> Hit:
                region=_TOWNS[known.municipality].region)
 
 
-def _street_hit(street: Street, *, exact: bool) -> Hit:
+def street_hit(street: Street, *, exact: bool) -> Hit:
     return Hit("street", street.lon, street.lat, 400_000_000 + street.id, street.name,
                street=street.name, postcode=street.postcode, locality=street.locality,
                municipality=street.municipality, region=_TOWNS[street.municipality].region,
@@ -146,7 +135,7 @@ def _postcode_hit(code: str) -> Hit:
                region=_TOWNS[found.municipality].region)
 
 
-def _locality_hit(town: Locality) -> Hit:
+def locality_hit(town: Locality) -> Hit:
     return Hit("locality", town.lon, town.lat, 600_000_000 + town.id, town.name,
                postcode=None, locality=town.name, municipality=town.name, region=town.region)
 
@@ -287,12 +276,12 @@ def _locate(parts: _Parts) -> Hit | None:
             return None
         houses = {n.casefold(): known for n, known in street.houses.items()}
         if number is not None and number in houses:
-            return _address_hit(houses[number])
-        return _street_hit(street, exact=number is None)
+            return address_hit(houses[number])
+        return street_hit(street, exact=number is None)
     if parts.postcode:
         return _postcode_hit(parts.postcode)
     if town is not None:
-        return _locality_hit(town)
+        return locality_hit(town)
     return _country_hit() if parts.country else None
 
 
@@ -307,7 +296,7 @@ def _resolve_text(text: str) -> Hit | None:
         return None
     known = _TEXT_INDEX.get(key)
     if known is not None:
-        return _address_hit(known)
+        return address_hit(known)
     parts = _parse_text(key)
     found = _locate(parts) if parts is not None else None
     return found or _hashed_hit(key, label)
@@ -359,57 +348,3 @@ def query_repr(text: str | None, structured: Mapping[str, str] | Iterable[tuple[
     ranked = sorted(((n, v) for n, v in pairs if v.strip()),
                     key=lambda item: order.get(item[0], len(order)))
     return "|".join(f"{name}={normalise_address(value)}" for name, value in ranked) or None
-
-
-# --------------------------------------------------------------------------- reverse
-
-
-def in_bbox(lon: float, lat: float) -> bool:
-    """Inside Liechtenstein's box (the simulator's world)."""
-    min_lon, min_lat, max_lon, max_lat = BBOX
-    return min_lon <= lon <= max_lon and min_lat <= lat <= max_lat
-
-
-def distance_m(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
-    """Metres between two points (equirectangular: exact enough at this scale)."""
-    x = math.radians(lon2 - lon1) * math.cos(math.radians((lat1 + lat2) / 2))
-    y = math.radians(lat2 - lat1)
-    return math.hypot(x, y) * _EARTH_METERS
-
-
-def _closest(lon: float, lat: float, points: Iterable[tuple[float, float, object]]
-             ) -> tuple[float, object] | None:
-    best: tuple[float, object] | None = None
-    for x, y, item in points:
-        d = distance_m(lon, lat, x, y)
-        if best is None or d < best[0]:
-            best = (d, item)
-    return best
-
-
-def nearest_address(lon: float, lat: float, radius_m: float) -> Hit | None:
-    """The nearest known address within ``radius_m``, with its distance; else ``None``."""
-    if not in_bbox(lon, lat):
-        return None
-    found = _closest(lon, lat, ((k.lon, k.lat, k) for k in KNOWN_ADDRESSES))
-    if found is None or found[0] > radius_m:
-        return None
-    distance, known = found
-    assert isinstance(known, KnownAddress)
-    return replace(_address_hit(known), distance_m=round(distance, 1))
-
-
-def nearest(lon: float, lat: float) -> Hit | None:
-    """Reverse geocoding: the address within 200 m, else the street within 1 km, else the town."""
-    if not in_bbox(lon, lat):
-        return None
-    address = nearest_address(lon, lat, REVERSE_ADDRESS_METERS)
-    if address is not None:
-        return address
-    street = _closest(lon, lat, ((s.lon, s.lat, s) for s in STREETS))
-    if street is not None and street[0] <= REVERSE_STREET_METERS:
-        assert isinstance(street[1], Street)
-        return replace(_street_hit(street[1], exact=True), distance_m=round(street[0], 1))
-    town = _closest(lon, lat, ((t.lon, t.lat, t) for t in LOCALITIES))
-    assert town is not None and isinstance(town[1], Locality)
-    return replace(_locality_hit(town[1]), distance_m=round(town[0], 1))

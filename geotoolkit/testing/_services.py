@@ -30,7 +30,8 @@ from geotoolkit.testing._dialect import (
     point_pair,
 )
 from geotoolkit.testing._gazetteer import COUNTRY
-from geotoolkit.testing._places import Hit, nearest_address, resolve
+from geotoolkit.testing._nearest import nearest_address
+from geotoolkit.testing._places import Hit, resolve
 from geotoolkit.testing._reply import Reply, json_reply
 
 __all__ = ["ArcGIS", "Census", "Geonorge", "census_match"]

@@ -8,10 +8,11 @@ Google, Mapbox, HERE, ArcGIS, Geonorge and the US Census. Point a provider at it
 Liechtenstein gazetteer at realistic precision (building, street, postcode, town,
 country), in each provider's own words, with the unpleasant parts:
 
-- per-key rate limits as real providers run them (the key in each provider's own
-  parameter: ``key``, ``apiKey``, ``access_token``, ``token``, ``api_key``...) (``limiter=``: sliding window, sliding
+- per-key rate limits as real providers run them (``limiter=``: sliding window, sliding
   log, fixed window, GCRA / leaky bucket with ``burst``, token bucket; see
-  :mod:`geotoolkit.testing.limiters`), with every ``Retry-After`` form;
+  :mod:`geotoolkit.testing.limiters`), with every ``Retry-After`` form; the key is read
+  from each provider's own parameter (``key``, ``apiKey``, ``access_token``, ``token``,
+  ``api_key``);
 - authentication, daily quotas, random 503s, latency, each refused in the provider's
   own form (Google's ``status``, OpenCage's ``status.code``, HERE's ``title``, ArcGIS's
   error object...);
@@ -34,13 +35,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Final, Generic, TypeVar, overload
+from collections.abc import Callable, Iterable
+from dataclasses import fields, replace
+from typing import Any, Final
 
 from geotoolkit.testing._config import BatchCost, Config, OutageMode, RetryAfterMode
 from geotoolkit.testing._decide import Decider, Decision, parse_request
-from geotoolkit.testing._places import Hit, resolve
+from geotoolkit.testing._records import Inspection, Recovery, Setting, SimulatedRequest
 from geotoolkit.testing._reply import RESET_STATUS, Reply, error_reply
 from geotoolkit.testing._routes import FORMATS, dialect
 from geotoolkit.testing._server import HOST, Server, refusing_url, unused_url
@@ -60,68 +61,13 @@ __all__ = [
 ]
 
 _JOIN_SECONDS: Final = 5.0
-_ANY: Any = object()  # sentinel for "no filter"
-_T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class SimulatedRequest:
-    """One request as the simulator saw it."""
-
-    time: float  #: ``clock()`` at arrival, before any latency
-    key: str | None  #: the API key as sent in the provider's own parameter, or ``None``
-    path: str
-    params: dict[str, str] = field(hash=False)
-    #: normalised free text, ``street=…|city=…``, or ``reverse:lon,lat``; ``None`` if
-    #: absent (and for a batch)
-    query: str | None
-    status: int  #: HTTP status served (``RESET_STATUS`` when the connection was dropped)
-    provider: str | None = None  #: whose API the request spoke (``None``: no such endpoint)
-    rows: int | None = None  #: records in a batch request (``None``: not a batch)
-    #: what it came to: ``ok``, ``fault``, ``outage``, or the refusal (``missing_key``,
-    #: ``invalid_key``, ``rate_limited``, ``quota``, ``unavailable``, ``bad_request``,
-    #: ``not_found``, ``method``): Google and ArcGIS refuse inside an HTTP 200
-    outcome: str = "ok"
-
-
-class _Setting(Generic[_T]):
-    """A configuration attribute: reads the current config, assigns through ``_update``."""
-
-    def __set_name__(self, owner: type[Any], name: str) -> None:
-        self._name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type[Any]) -> _Setting[_T]: ...
-    @overload
-    def __get__(self, obj: ProviderSimulator, owner: type[Any]) -> _T: ...
-    def __get__(self, obj: ProviderSimulator | None, owner: type[Any]) -> _Setting[_T] | _T:
-        if obj is None:
-            return self
-        value: _T = getattr(obj._config, self._name)
-        return value
-
-    def __set__(self, obj: ProviderSimulator, value: _T) -> None:
-        obj.configure(**{self._name: value})
-
-
-class _Recovery:
-    """Returned by ``outage()``: ``with sim.outage("refuse"): ...`` recovers at the end."""
-
-    def __init__(self, simulator: ProviderSimulator) -> None:
-        self._simulator = simulator
-
-    def __enter__(self) -> ProviderSimulator:
-        return self._simulator
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._simulator.outage(None)
 
 
 #: Settings ``configure()`` accepts (everything in the config but the outage).
 _SETTINGS: Final = frozenset(f.name for f in fields(Config)) - {"outage"}
 
 
-class ProviderSimulator:
+class ProviderSimulator(Inspection):
     """Every provider's geocoding API, on ``127.0.0.1`` in a background thread.
 
     >>> with ProviderSimulator(rate_limit=5) as sim:       # doctest: +SKIP
@@ -168,22 +114,22 @@ class ProviderSimulator:
         Time for the limiters, the log and ``Date`` headers (default ``time.time``).
     """
 
-    rate_limit: _Setting[float | None] = _Setting()
-    window_seconds: _Setting[float] = _Setting()
-    limiter: _Setting[LimiterName] = _Setting()
-    burst: _Setting[int | None] = _Setting()
-    retry_after: _Setting[RetryAfterMode] = _Setting()
-    latency_seconds: _Setting[float] = _Setting()
-    error_503_rate: _Setting[float] = _Setting()
-    daily_cap: _Setting[int | None] = _Setting()
-    hang_seconds: _Setting[float] = _Setting()
-    fault: _Setting[str | None] = _Setting()
-    trickle_interval_seconds: _Setting[float] = _Setting()
-    trickle_chunk_bytes: _Setting[int] = _Setting()
-    huge_body_bytes: _Setting[int] = _Setting()
-    batch_cost: _Setting[BatchCost] = _Setting()
-    batch_hang_over: _Setting[int | None] = _Setting()
-    clock: _Setting[Callable[[], float]] = _Setting()
+    rate_limit: Setting[float | None] = Setting()
+    window_seconds: Setting[float] = Setting()
+    limiter: Setting[LimiterName] = Setting()
+    burst: Setting[int | None] = Setting()
+    retry_after: Setting[RetryAfterMode] = Setting()
+    latency_seconds: Setting[float] = Setting()
+    error_503_rate: Setting[float] = Setting()
+    daily_cap: Setting[int | None] = Setting()
+    hang_seconds: Setting[float] = Setting()
+    fault: Setting[str | None] = Setting()
+    trickle_interval_seconds: Setting[float] = Setting()
+    trickle_chunk_bytes: Setting[int] = Setting()
+    huge_body_bytes: Setting[int] = Setting()
+    batch_cost: Setting[BatchCost] = Setting()
+    batch_hang_over: Setting[int | None] = Setting()
+    clock: Setting[Callable[[], float]] = Setting()
 
     def __init__(
         self,
@@ -295,7 +241,7 @@ class ProviderSimulator:
 
     # ------------------------------------------------------------------ outages
 
-    def outage(self, mode: OutageMode | None) -> _Recovery:
+    def outage(self, mode: OutageMode | None) -> Recovery:
         """Take the whole server down, or bring it back (``None``), from any thread.
 
         ``"refuse"``: stop listening (the port stays reserved): connecting is refused.
@@ -317,7 +263,7 @@ class ProviderSimulator:
                     server.refuse()
                 else:
                     server.resume()
-        return _Recovery(self)
+        return Recovery(self)
 
     @property
     def outage_mode(self) -> OutageMode | None:
@@ -393,45 +339,6 @@ class ProviderSimulator:
         """
         with self._arrived:
             return self._arrived.wait_for(lambda: self._received >= count, timeout)
-
-    def requests_for(self, key: str | None) -> list[SimulatedRequest]:
-        """The logged requests sent with API key ``key`` (``None``: sent without a key)."""
-        return [r for r in self.requests if r.key == key]
-
-    def count(self, status: int | None = None, *, key: str | None = _ANY,
-              outcome: str | None = None, provider: str | None = None) -> int:
-        """How many logged requests had ``status`` (and ``key``, ``outcome``, ``provider``,
-        when given). ``count(outcome="rate_limited")`` also counts Google's and ArcGIS's
-        throttling, which they say inside an HTTP 200."""
-        return sum(
-            1
-            for r in self.requests
-            if (status is None or r.status == status) and (key is _ANY or r.key == key)
-            and (outcome is None or r.outcome == outcome)
-            and (provider is None or r.provider == provider)
-        )
-
-    @staticmethod
-    def _hit(address: str | Mapping[str, str]) -> Hit | None:
-        return resolve(address) if isinstance(address, str) else resolve(None, address)
-
-    def expected(self, address: str | Mapping[str, str]) -> tuple[float, float] | None:
-        """The ``(lon, lat)`` served for ``address`` (free text, or Nominatim's structured
-        fields). ``None`` when the simulator finds nothing. Magic tokens are ignored.
-        """
-        hit = self._hit(address)
-        return None if hit is None else (hit.lon, hit.lat)
-
-    def expected_precision(self, address: str | Mapping[str, str]) -> str | None:
-        """The level found for ``address``: ``address``, ``street``, ``postcode``,
-        ``locality`` or ``country`` (``None``: nothing). Geonorge and the Census find
-        addresses only, and the Census calls them ``interpolated``.
-
-        >>> ProviderSimulator().expected_precision("Duxweg 999, 9494 Schaan")
-        'street'
-        """
-        hit = self._hit(address)
-        return None if hit is None else hit.level
 
     def reset(self) -> None:
         """Clear the log, the limiter state, daily counts and token counters; reseed."""
