@@ -73,7 +73,10 @@ class OpenCage(Dialect):
         if not text.strip():
             raise BadRequest("invalid or missing query (q) parameter")
         if _LAT_LNG.fullmatch(text):
-            point = point_pair(text, "q", lon_first=False, separators=", +")
+            try:
+                point = point_pair(text, "q", lon_first=False, separators=", +")
+            except BadRequest:  # two numbers that are no coordinates: search them as text
+                return Lookup("forward", text=text, countries=filter_)
             return Lookup("reverse", point=point, countries=filter_)
         return Lookup("forward", text=text, countries=filter_)
 

@@ -110,6 +110,7 @@ class Inspection:
         ``locality`` or ``country`` (``None``: nothing). Geonorge and the Census find
         addresses only, and the Census calls them ``interpolated``.
 
+        >>> from geotoolkit.testing import ProviderSimulator
         >>> ProviderSimulator().expected_precision("Duxweg 999, 9494 Schaan")
         'street'
         """
