@@ -26,7 +26,7 @@ from geotoolkit.testing._tokens import ROW_MARKERS
 from geotoolkit.testing.faults import REFUNDED, SUCCEEDS, Situation, fault_reply, find_tokens
 from geotoolkit.testing.limiters import Limiter, make_limiter
 
-__all__ = ["Config", "Decider", "Decision", "OutageMode", "Request", "RetryAfterMode",
+__all__ = ["OUTCOMES", "Config", "Decider", "Decision", "OutageMode", "Request", "RetryAfterMode",
            "parse_request"]
 
 #: What a request came to, as logged (``SimulatedRequest.outcome``).

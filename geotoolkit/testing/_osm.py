@@ -194,11 +194,13 @@ class LocationIQ(Nominatim):
         "bad_request": "Invalid Request", "not_found": "Invalid Request"}
 
     def claims(self, path: str, params: Mapping[str, str]) -> bool:
-        """``/search`` with ``matchquality`` (LocationIQ's own), ``/v1/...`` with a key."""
+        """``/v1/...`` with a key; on the bare paths: ``matchquality`` (LocationIQ's own
+        option), or a ``key`` with ``format=json`` (geotoolkit's Nominatim asks jsonv2)."""
         if path.startswith("/v1/"):
             pelias = "text" in params or any(k.startswith(("point.", "boundary.")) for k in params)
             return not pelias and ("key" in params or "format" in params or "q" in params)
-        return path == "/search" and "matchquality" in params
+        own = "matchquality" in params or ("key" in params and params.get("format") == "json")
+        return path in ("/search", "/reverse") and own
 
     def status_of(self, kind: ErrorKind) -> int:
         return {"invalid_key": 401, "quota": 429}.get(kind, super().status_of(kind))

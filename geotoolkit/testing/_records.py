@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from geotoolkit.testing._decide import OUTCOMES
 from geotoolkit.testing._places import Hit, resolve
 
 if TYPE_CHECKING:
@@ -86,6 +87,8 @@ class Inspection:
         """How many logged requests had ``status`` (and ``key``, ``outcome``, ``provider``,
         when given). ``count(outcome="rate_limited")`` also counts Google's and ArcGIS's
         throttling, which they say inside an HTTP 200."""
+        if outcome is not None and outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {OUTCOMES}, got {outcome!r}")
         return sum(
             1
             for r in self.requests

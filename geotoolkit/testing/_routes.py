@@ -4,8 +4,9 @@ Every provider is served at the path its own API uses, on the simulator's root U
 ``Provider(base_url=sim.url)`` works), and under ``/<name>`` as well (``sim.base_url(name)``:
 never ambiguous). Three bare paths are shared, and decided by what only one API sends:
 
-- ``/search``: Nominatim; LocationIQ when ``matchquality`` is present (its own option);
-- ``/reverse``: Nominatim when ``format`` is present; else Photon (which has no format);
+- ``/search``, ``/reverse``: LocationIQ when ``matchquality`` is present (its own option)
+  or a ``key`` comes with ``format=json``; else Nominatim when ``format`` is present, and
+  ``/reverse`` without ``format`` is Photon's (which has none);
 - ``/v1/search``, ``/v1/reverse``: Pelias (``text``, ``point.lat``...); LocationIQ when
   it sends ``key``, ``format`` or ``q`` and nothing of Pelias's.
 """

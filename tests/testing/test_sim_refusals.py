@@ -98,6 +98,8 @@ def test_throttling_in_each_providers_form(sim: ProviderSimulator, client: httpx
     with pytest.raises(RateLimitError) as caught:
         geocode(client, built, ADDRESS)
     assert sim.count(outcome="rate_limited", provider=provider) == 1
+    with pytest.raises(ValueError, match="outcome must be one of"):
+        sim.count(outcome="throttled")
     error = caught.value
     if provider in IN_BODY:  # OVER_QUERY_LIMIT / error code 429 in a 200: no hint
         assert (sim.requests[-1].status, error.retry_after) == (200, None)

@@ -68,8 +68,11 @@ def test_shared_paths_are_decided_by_parameters(sim: ProviderSimulator, client: 
     client.get(f"{sim.url}/v1/search", params={"q": ADDRESS, "key": KEY, "format": "json"})
     client.get(f"{sim.url}/reverse", params={"lat": "47.14", "lon": "9.52"})
     client.get(f"{sim.url}/reverse", params={"lat": "47.14", "lon": "9.52", "format": "jsonv2"})
+    nothing = client.get(f"{sim.url}/reverse", params={"lat": "40", "lon": "9", "format": "json",
+                                                       "key": KEY})
+    assert nothing.status_code == 404 and nothing.json() == {"error": "Unable to geocode"}
     assert [r.provider for r in sim.requests] == ["nominatim", "locationiq", "pelias", "locationiq",
-                                                  "photon", "nominatim"]
+                                                  "photon", "nominatim", "locationiq"]
 
 
 def test_unknown_paths_and_methods(sim: ProviderSimulator, client: httpx.Client) -> None:
