@@ -262,23 +262,22 @@ class Engine:
             return Failure(reason=self._redact(str(exc)), error="QueryError",
                            provider=self.provider.name)
         last: GeotoolkitError | None = None
-        attempt = 0
+        attempt = throttles = sent = 0  # attempts count toward max_attempts; sent is every try
         while attempt < self.settings.max_attempts:
             if not await self._may_send():
                 continue  # the circuit opened meanwhile: wait for it, the row keeps its place
-            attempt += 1
+            attempt, sent = attempt + 1, sent + 1
             self.pacer.counts.requests += 1
             try:
                 outcome = await self._send(query, request)
-                return _clean(with_attempts(outcome, attempt), self._redact)
+                return _clean(with_attempts(outcome, sent), self._redact)
             except ProviderResponseError as exc:  # an answer that cannot be used: not retried
                 return Failure(reason=self._redact(str(exc)), error=type(exc).__name__,
-                               provider=self.provider.name, attempts=attempt)
-            except RateLimitError as exc:
-                last = exc
-                self.pacer.counts.throttled += 1
-                wait = self.settings.backoff.wait(attempt, exc.retry_after, self.rng)
-                await self.pacer.throttled(exc, wait)
+                               provider=self.provider.name, attempts=sent)
+            except RateLimitError as exc:  # a signal to slow down, never a verdict on the row
+                attempt, throttles = attempt - 1, throttles + 1
+                await self._throttled(exc, throttles)
+                continue
             except ProviderUnavailableError as exc:
                 last = exc
                 if await self.circuit.failed(key, exc):
@@ -289,7 +288,20 @@ class Engine:
                 self.pacer.check_budget(wait)
                 await self.pacer.sleep_until(self.clock.now() + wait)
         return Failure(reason=self._redact(f"gave up after {attempt} attempts: {last}"),
-                       error=type(last).__name__, provider=self.provider.name, attempts=attempt)
+                       error=type(last).__name__, provider=self.provider.name, attempts=sent)
+
+    async def _throttled(self, exc: RateLimitError, throttles: int) -> None:
+        """A 429/503: publish the pause (before sleeping), then sleep it out.
+
+        The wait grows with the 429s this row met in a row (``max(jittered backoff,
+        Retry-After capped)``), so a server that keeps saying ``1`` still gets an ever
+        longer backoff; the pause on the gate holds the whole fleet meanwhile.
+        """
+        self.pacer.counts.throttled += 1
+        wait = self.settings.backoff.wait(throttles, exc.retry_after, self.rng)
+        await self.pacer.throttled(exc, wait)
+        self.pacer.check_budget(wait)
+        await self.pacer.sleep_until(self.clock.now() + wait)
 
     async def _may_send(self) -> bool:
         """Wait for the circuit (closed, or this worker's probe) and a slot; False when the

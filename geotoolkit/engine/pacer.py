@@ -110,8 +110,11 @@ class Pacer:
 
     # -- slots ---------------------------------------------------------------------------
 
-    async def slot(self) -> int:
+    async def slot(self, cost: int = 1) -> int:
         """Reserve a send slot on the gate and wait for it; return its pause epoch.
+
+        ``cost`` slots are taken at once (a batch that the provider counts per query):
+        the fleet's next send is ``cost`` intervals later.
 
         After waiting, the reservation stands only if no pause was published meanwhile
         (a pause cancels every outstanding reservation: same epoch). That check starts
@@ -126,7 +129,7 @@ class Pacer:
         while True:
             if self._stopping():
                 raise Stopped
-            slot = await self._timed(self._reserve)
+            slot = await self._timed(functools.partial(self._reserve, cost))
             if slot.wait <= 0:
                 return slot.epoch
             self.check_budget(slot.wait)
@@ -167,8 +170,8 @@ class Pacer:
         """The key's pacing state (pause, epoch) on the gate."""
         return await call_gate(self.gate.blocking, self.gate.state, self.key)
 
-    async def _reserve(self) -> Reservation:
-        reserve = functools.partial(self.gate.reserve, self.key, self.rate.interval,
+    async def _reserve(self, cost: int = 1) -> Reservation:
+        reserve = functools.partial(self.gate.reserve, self.key, self.rate.interval * cost,
                                     self.rate.horizon_seconds, report=self.counts.take(),
                                     cap=self.cap)
         try:

@@ -159,15 +159,26 @@ def test_no_match_is_not_retried() -> None:
     assert isinstance(outcomes[0], NoMatch) and len(recorder.sent) == 1
 
 
-def test_server_that_keeps_saying_retry_after_1_gets_longer_waits() -> None:
+def test_server_that_keeps_saying_retry_after_1_gets_longer_waits_and_never_fails_the_row() -> None:
     clock = FakeClock(start=0.0)
-    recorder = Recorder(clock, lambda r: httpx.Response(429, headers={"Retry-After": "1"}))
+    answers = iter([httpx.Response(429, headers={"Retry-After": "1"}) for _ in range(10)])
+    recorder = Recorder(clock, lambda r: next(answers, None) or Recorder.match(r))
     outcomes = run(make_engine(clock, recorder, max_attempts=6, concurrency=1,
                                backoff=Backoff(initial_seconds=1.0, jitter=0.5)), queries(1))
-    assert isinstance(outcomes[0], Failure) and outcomes[0].attempts == 6
-    assert outcomes[0].error == "RateLimitError"
-    gaps = [b - a for (a, _), (b, _) in zip(recorder.sent, recorder.sent[1:], strict=False)]
-    assert len(gaps) == 5 and gaps[-1] >= 8.0 and gaps[-1] > gaps[0]  # attempt 5: [8, 16]
+    # Ten 429s in a row, more than max_attempts: throttling is a signal, not a verdict.
+    assert isinstance(outcomes[0], Match) and outcomes[0].attempts == 11
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(recorder.sent)]
+    assert len(gaps) == 10 and gaps[4] >= 8.0 and gaps[-1] > gaps[0]  # 429 number 5: [8, 16]
+
+
+def test_a_key_throttled_for_good_waits_until_the_non_blocking_budget_runs_out() -> None:
+    clock = FakeClock(start=0.0)
+    recorder = Recorder(clock, lambda r: httpx.Response(429, headers={"Retry-After": "1"}))
+    with pytest.raises(RateLimitError) as info:
+        run(make_engine(clock, recorder, concurrency=1, max_wait_seconds=20.0,
+                        backoff=Backoff(initial_seconds=1.0, jitter=0.0)), queries(1))
+    assert info.value.retry_after is not None and info.value.retry_after > 20.0
+    assert len(recorder.sent) == 6  # waits 1, 2, 4, 8, 16, then 32 > the budget
 
 
 def test_day_long_retry_after_is_clamped_to_the_cap() -> None:

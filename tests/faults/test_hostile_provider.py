@@ -71,8 +71,10 @@ def cached_keys(cache: Path) -> int:
 
 
 HOSTILE = ["#trickle", "#trickleheaders", "#huge", "#badgzip", "#overflow", "#bignum",
-           "#retryafterhuge", "#retryafterjunk", "#echo400", "#resetbody", "#html",
-           "#status=418", "#status=504", "#malformed", "#reset"]
+           "#echo400", "#resetbody", "#html", "#status=418", "#status=504", "#malformed", "#reset"]
+#: 429s with hostile Retry-After headers: a 429 is never a verdict on a row, so these
+#: rows match once the server stops throttling (three times here).
+THROTTLING = ["#retryafterhugex3", "#retryafterjunkx3"]
 
 
 @pytest.mark.parametrize("token", HOSTILE)
@@ -89,6 +91,14 @@ def test_one_hostile_answer_fails_one_row_and_the_batch_goes_on(
     out = tmp_path / "out.gpkg"
     write_results(result, out)
     assert_no_secret(result.to_csv(), cache.read_bytes(), out.read_bytes(), caplog.text)
+
+
+@pytest.mark.parametrize("token", THROTTLING)
+def test_a_hostile_retry_after_slows_the_row_down_and_never_fails_it(
+        sim: ProviderSimulator, tmp_path: Path, token: str) -> None:
+    result = run(sim, [GOOD[0], f"{GOOD[1]} {token}", GOOD[2]], tmp_path / "c.sqlite")
+    assert (result["geocode_status"] == "matched").all()
+    assert result["geocode_attempts"].tolist() == [1, 4, 1]
 
 
 def test_a_trickling_server_is_a_timeout_then_a_retry_not_a_hang(sim: ProviderSimulator,
