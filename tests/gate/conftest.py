@@ -81,9 +81,11 @@ def _advancing(clock: FakeClock) -> Advance:
 
 def _memory_store() -> Iterator[Store]:
     gate = MemoryGate()
+
     def dump() -> str:
-        return "\n".join([*(f"{k} {v!r}" for k, v in gate._state.items()), repr(gate._usage),
-                          repr(gate._values)])
+        held = gate.store
+        return "\n".join([*(f"{k} {v!r}" for k, v in held.pacing.items()), repr(held.counters),
+                          repr(held.shared)])
 
     def timeline() -> tuple[Gate, Advance]:
         clock = FakeClock()

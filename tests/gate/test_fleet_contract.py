@@ -9,7 +9,6 @@ gates) or by ageing the stored period label (server gates).
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from pathlib import Path
@@ -20,7 +19,8 @@ import pytest
 from geotoolkit.clock import FakeClock
 from geotoolkit.errors import QuotaExceededError
 from geotoolkit.gate import Aimd, Cap, Gate, MemoryGate, Report, SQLiteGate, gate_key
-from geotoolkit.gate.fleet import WINDOW_SECONDS, period_of
+from geotoolkit.gate.fleet import AIMD, WINDOW_SECONDS, AimdState, period_of
+from geotoolkit.gate.strategy import fleet_key
 
 TOL = 0.25
 
@@ -31,26 +31,13 @@ def throttle_twice(gate: Any, key: str, seconds: float = 0.0) -> None:
     gate.pause(key, seconds, rate_limited=True)
 
 
-def _backdate_last_throttle(store: Any, gate: Any, key: str, seconds: float) -> None:
+def _backdate_last_throttle(gate: Any, key: str, seconds: float) -> None:
     """Pretend the key's last 429 event happened ``seconds`` earlier than recorded."""
-    if store.name == "memory":
-        st = gate._state[key]
-        st.fleet = dataclasses.replace(st.fleet, throttled_at=st.fleet.throttled_at - seconds)
-    elif store.name == "sqlite":
-        row = gate._db.execute("SELECT fleet FROM gate WHERE key = ?", (key,)).fetchone()
-        fleet = json.loads(row[0])
-        fleet[4] -= seconds
-        gate._db.execute("UPDATE gate SET fleet = ? WHERE key = ?", (json.dumps(fleet), key))
-    elif store.name == "redis":
-        client = gate._client
-        name = gate.storage_key(key)
-        client.hset(name, "thr_at", repr(float(client.hget(name, "thr_at")) - seconds))
-    else:
-        import psycopg
-
-        with psycopg.connect(store.url, autocommit=True) as conn:
-            conn.execute("UPDATE geotoolkit_gate SET throttled_at = throttled_at - %s "
-                         "WHERE key = %s", (seconds, key))
+    fleet = fleet_key(key)
+    text = gate.store.values(fleet, AIMD)[AIMD]
+    state = AimdState.from_text(text)
+    moved = dataclasses.replace(state, throttled_at=state.throttled_at - seconds)
+    assert gate.store.set_value(fleet, AIMD, moved.to_text(), ttl_seconds=600, only_if=text)
 
 
 # -- reservations and pauses -----------------------------------------------------------
@@ -173,7 +160,7 @@ def test_a_429_after_a_long_calm_cuts_a_little(store: Any, host: str) -> None:
     key = gate_key(host)
     throttle_twice(gate, key)
     assert gate.stats(key).rate_factor == pytest.approx(0.7)
-    _backdate_last_throttle(store, gate, key, 300.0)
+    _backdate_last_throttle(gate, key, 300.0)
     gate.pause(key, 0.0, rate_limited=True)
     # 1 - 0.3 * 3 / 300: the fleet was only just over the limit.
     assert gate.stats(key).rate_factor == pytest.approx(0.7 * 0.997, rel=1e-3)
