@@ -64,6 +64,7 @@ __all__ = [
     "SetValue",
     "Slot",
     "StoreState",
+    "describe",
     "pause_step",
     "reserve_step",
 ]
@@ -252,7 +253,11 @@ class GateStore(Protocol):
 
     backend: str
     blocking: bool
-    clock: Clock | None
+
+    @property
+    def clock(self) -> Clock | None:
+        """The store's clock when it is this host's; ``None`` for a server."""
+        ...
 
     def run(self, ops: Sequence[Op]) -> list[Any]:
         """Run ``ops`` in order, in one round trip; their results, in order."""
@@ -303,6 +308,18 @@ class Primitives:
 
     def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
         return bool(self.run([DeleteValue(key, name, only_if)])[0])
+
+
+def describe(ops: Sequence[Op]) -> str:
+    """What a batch does, for error messages.
+
+    >>> describe([ReadState("k"), Reserve("k", 1.0)])
+    'read the state and acquire'
+    """
+    names = {Reserve: "acquire", Pause: "pause", ReadState: "read the state",
+             AddCounters: "count", ReadCounters: "read the counters", SetValue: "set a value",
+             ReadValues: "read the values", DeleteValue: "delete a value"}
+    return " and ".join(dict.fromkeys(names[type(op)] for op in ops))
 
 
 # -- the pacing steps, for stores that compute them in Python (memory, SQLite) -------------------

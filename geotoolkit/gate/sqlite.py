@@ -29,7 +29,6 @@ from geotoolkit.gate.base import Aimd, check_timeout
 from geotoolkit.gate.fleet import period_of
 from geotoolkit.gate.primitives import (
     AddCounters,
-    DeleteValue,
     Op,
     Pause,
     Paused,

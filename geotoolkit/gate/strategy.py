@@ -112,7 +112,7 @@ class FleetGate:
         self._lock = threading.Lock()
         self._known: dict[str, _Known] = {}
 
-    # -- the store's clock, and batches -------------------------------------------------------
+    # -- the store's clock, and batches ------------------------------------------------------------
 
     def _now(self) -> float:
         """The store's clock, as well as this host knows it."""
@@ -131,7 +131,7 @@ class FleetGate:
                     self._sync.update(start, self._clock.now(), stamps[0])
         return results
 
-    # -- the adaptive factor ----------------------------------------------------------------------
+    # -- the adaptive factor -----------------------------------------------------------------------
 
     def _learn(self, key: str, values: Mapping[str, str]) -> _Known:
         text = values.get(AIMD)
@@ -166,7 +166,7 @@ class FleetGate:
             return []
         return [AddCounters.of(key, bucket_counts(self._now(), report), WINDOW_TTL_SECONDS)]
 
-    # -- reservations -------------------------------------------------------------------------------
+    # -- reservations ------------------------------------------------------------------------------
 
     def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
                 report: Report | None = None, cap: Cap | None = None) -> Reservation:
@@ -186,8 +186,8 @@ class FleetGate:
             if not slot.reserved:
                 usage = self._uncount(key, usage)
         else:
-            *_, values, slot = self._run(
-                [*credit, *counted, ReadValues(fleet_key(key), AIMD), Reserve(key, interval / factor, horizon)])
+            *_, values, slot = self._run([*credit, *counted, ReadValues(fleet_key(key), AIMD),
+                                          Reserve(key, interval / factor, horizon)])
             fresh = self._learn(key, values)[1].factor
             if slot.reserved and fresh < factor * (1 - 1e-9):
                 self._respace(key, interval, factor, fresh)
@@ -200,7 +200,7 @@ class FleetGate:
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
         return self.reserve(key, interval, horizon).wait
 
-    # -- caps -----------------------------------------------------------------------------------------
+    # -- caps --------------------------------------------------------------------------------------
 
     def _cap_op(self, key: str, counts: Mapping[str, int], resets_at: float) -> AddCounters:
         ttl = max(1.0, resets_at - self._now()) + CAP_KEEP_SECONDS
@@ -246,7 +246,7 @@ class FleetGate:
             counters = {**counters, **self._run([ReadCounters(key, missed, durable=True)])[0]}
         return [Usage(label, counters.get(label, 0), resets) for label, resets in labels]
 
-    # -- pauses ---------------------------------------------------------------------------------------
+    # -- pauses ------------------------------------------------------------------------------------
 
     def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
               report: Report | None = None) -> float:
@@ -288,7 +288,7 @@ class FleetGate:
         current: StoreState = self._run([ReadState(key)])[0]
         return current.gate_state()
 
-    # -- stats and heartbeats ---------------------------------------------------------------------------
+    # -- stats and heartbeats ----------------------------------------------------------------------
 
     def record(self, key: str, report: Report, *, worker: str | None = None,
                leaving: bool = False) -> FleetStats:
@@ -327,7 +327,7 @@ class FleetGate:
             pause_cause=state.cause if running else "",
             workers_active=sum(1 for name in values if name.startswith(WORKER)))
 
-    # -- shared values -------------------------------------------------------------------------------------
+    # -- shared values -----------------------------------------------------------------------------
 
     def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
                   only_if_absent: bool = False) -> bool:
@@ -340,7 +340,7 @@ class FleetGate:
     def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
         return bool(self._run([DeleteValue(key, name, only_if)])[0])
 
-    # -- the store ---------------------------------------------------------------------------------------------
+    # -- the store ---------------------------------------------------------------------------------
 
     def keys(self, prefix: str = "") -> list[str]:
         """The gate keys with a pacing state on the store whose names start with ``prefix``."""

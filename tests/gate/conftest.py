@@ -28,6 +28,10 @@ import pytest
 from geotoolkit.clock import FakeClock
 from geotoolkit.gate import Gate, MemoryGate, SQLiteGate
 
+#: The PostgreSQL gate's tables.
+TABLES = ("geotoolkit_gate", "geotoolkit_gate_counters", "geotoolkit_gate_usage",
+          "geotoolkit_gate_values")
+
 #: ``advance(key, seconds)``: let ``seconds`` pass for the shared values of ``key``.
 Advance = Callable[[str, float], None]
 
@@ -126,10 +130,11 @@ def _redis_store(url: str, host: str) -> Iterator[Store]:
         lines: list[str] = []
         for name in client.scan_iter(match="*", count=1000):
             lines.append(str(name))
-            if client.type(name) == "hash":
+            kind = client.type(name)
+            if kind == "hash":
                 lines.extend(f"{k!s}={v!s}" for k, v in client.hgetall(name).items())
-            elif client.type(name) == "zset":
-                lines.extend(str(member) for member in client.zrange(name, 0, -1))
+            elif kind == "string":
+                lines.append(str(client.get(name)))
         return "\n".join(lines)
 
     def advance(key: str, seconds: float) -> None:
@@ -158,12 +163,8 @@ def _postgres_store(dsn: str, host: str) -> Iterator[Store]:
 
     def dump() -> str:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            rows = [
-                *conn.execute("SELECT g::text FROM geotoolkit_gate g").fetchall(),
-                *conn.execute("SELECT w::text FROM geotoolkit_gate_workers w").fetchall(),
-                *conn.execute("SELECT u::text FROM geotoolkit_gate_usage u").fetchall(),
-                *conn.execute("SELECT v::text FROM geotoolkit_gate_values v").fetchall(),
-            ]
+            rows = [row for table in TABLES
+                    for row in conn.execute(f"SELECT t::text FROM {table} t").fetchall()]
         return "\n".join(row[0] for row in rows)
 
     def advance(key: str, seconds: float) -> None:
@@ -178,8 +179,7 @@ def _postgres_store(dsn: str, host: str) -> Iterator[Store]:
     finally:
         store.close_all()
         with psycopg.connect(dsn, autocommit=True) as conn:
-            for table in ("geotoolkit_gate", "geotoolkit_gate_workers", "geotoolkit_gate_usage",
-                          "geotoolkit_gate_values"):
+            for table in TABLES:
                 conn.execute(f"DELETE FROM {table} WHERE key LIKE %s", (f"geotoolkit:{host}:%",))
 
 
