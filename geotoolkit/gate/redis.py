@@ -14,9 +14,10 @@ restart is re-dialled once, and a script the restarted server no longer knows
 Key layout (gate state is ephemeral; this layout is new in this version, so a
 fleet mixing it with an earlier one shares pacing, not cap counts):
 ``<key>:gate`` (hash: ``tat``, ``pause_until``, ``epoch``, ``cause``),
-``<key>:n:<name>`` (one string per counter: stats buckets, cap counts per
-period), ``<key>:values`` (hash of shared values; the fleet's own, the AIMD
-state and heartbeats, live under ``<key>#fleet:values``).
+``<key>:n:<name>`` and ``<key>:d:<name>`` (one string per counter: stats
+buckets; durable ones, cap counts per period), ``<key>:values`` (hash of shared
+values; the fleet's own, the AIMD state and heartbeats, live under
+``<key>#fleet:values``).
 """
 
 from __future__ import annotations
@@ -108,9 +109,9 @@ class RedisStore(Primitives):
         return f"{key}:gate"
 
     @staticmethod
-    def counter_key(key: str, name: str) -> str:
-        """The string holding one counter of a gate key."""
-        return f"{key}:n:{name}"
+    def counter_key(key: str, name: str, durable: bool = False) -> str:
+        """The string holding one counter of a gate key (``d``: a durable one)."""
+        return f"{key}:{'d' if durable else 'n'}:{name}"
 
     @staticmethod
     def values_key(key: str) -> str:
@@ -148,10 +149,10 @@ class RedisStore(Primitives):
             keys.append(self.state_key(op.key))
             args.append("S")
         elif isinstance(op, AddCounters):
-            keys += [self.counter_key(op.key, name) for name, _ in op.counts]
+            keys += [self.counter_key(op.key, name, op.durable) for name, _ in op.counts]
             args += ["A", str(len(op.counts)), _arg(op.ttl_seconds), *(str(d) for _, d in op.counts)]
         elif isinstance(op, ReadCounters):
-            keys += [self.counter_key(op.key, name) for name in op.names]
+            keys += [self.counter_key(op.key, name, op.durable) for name in op.names]
             args += ["C", str(len(op.names))]
         elif isinstance(op, SetValue):
             keys.append(self.values_key(op.key))
@@ -214,8 +215,8 @@ class RedisGate(FleetGate):
     """Gate state in Redis, shared by every process of a fleet that can reach it.
 
     ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``). A gate key
-    ``k`` maps to the hash ``k:gate`` (pacing state), one string ``k:n:<name>``
-    per counter (stats buckets, cap counts) and the hash ``k:values`` (shared
+    ``k`` maps to the hash ``k:gate`` (pacing state), one string per counter
+    (``k:n:<name>``: stats buckets; ``k:d:<period>``: cap counts) and the hash ``k:values`` (shared
     values; the fleet's own under ``k#fleet:values``). Each expires on its own:
     the state ``key_ttl_seconds`` after it stops mattering, a counter after its
     time to live (a stats bucket after the window, a cap count a day after its

@@ -7,8 +7,9 @@ can scan it for secrets. Each test gets a unique provider host, so its gate keys
 never collide with another run's; the store deletes them afterwards.
 
 ``store.timeline()`` gives a gate and a way to let time pass for its shared
-values without waiting: a FakeClock for the host-clock gates (memory, SQLite),
-the stored expiries moved into the past for the server gates (Redis, PostgreSQL).
+values and counters without waiting: a FakeClock for the host-clock gates
+(memory, SQLite), the stored expiries moved into the past for the server gates
+(Redis, PostgreSQL). A gate's primitive store is ``gate.store``.
 """
 
 from __future__ import annotations
@@ -142,6 +143,13 @@ def _redis_store(url: str, host: str) -> Iterator[Store]:
         for field_, entry in client.hgetall(name).items():
             expires_at, _, value = str(entry).partition("|")
             client.hset(name, field_, f"{float(expires_at) - seconds:.6f}|{value}")
+        for counter in [*client.scan_iter(match=RedisGate.counter_key(key, "*")),
+                        *client.scan_iter(match=RedisGate.counter_key(key, "*", durable=True))]:
+            left = client.pttl(counter) - seconds * 1000
+            if left > 0:
+                client.pexpire(counter, int(left))
+            else:
+                client.delete(counter)
 
     store = Store("redis", url, lambda: RedisGate(url), dump, lambda: (RedisGate(url), advance))
     try:
@@ -169,8 +177,9 @@ def _postgres_store(dsn: str, host: str) -> Iterator[Store]:
 
     def advance(key: str, seconds: float) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("UPDATE geotoolkit_gate_values SET expires_at = expires_at - %s "
-                         "WHERE key = %s", (seconds, key))
+            for table in TABLES[1:]:
+                conn.execute(f"UPDATE {table} SET expires_at = expires_at - %s WHERE key = %s",
+                             (seconds, key))
 
     store = Store("postgres", dsn, lambda: PostgresGate(dsn), dump,
                   lambda: (PostgresGate(dsn), advance))

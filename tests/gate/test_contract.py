@@ -297,7 +297,7 @@ def test_redis_heartbeats_and_counters_expire(redis_url: str, host: str) -> None
         reservation = gate.reserve(key, 1.0, cap=Cap(10))
         assert reservation.usage is not None
         # A day's counter lives until a day after its period ends.
-        counter = RedisGate.counter_key(key, reservation.usage.period)
+        counter = RedisGate.counter_key(key, reservation.usage.period, durable=True)
         ttl = client.pttl(counter) / 1000
         expected = reservation.usage.resets_at - reservation.now + 86_400
         assert expected - 5 < ttl <= expected + 1

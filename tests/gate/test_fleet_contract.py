@@ -293,7 +293,7 @@ def test_server_caps_follow_the_server_calendar(
         client = gate.store._client
 
         def age(label: str) -> None:
-            client.rename(gate.counter_key(key, label), gate.counter_key(key, "2000-01-01"))
+            client.rename(gate.counter_key(key, label, True), gate.counter_key(key, "2000-01-01", True))
 
         def clean() -> None:
             stale = list(client.scan_iter(match=f"{key}*"))
