@@ -177,6 +177,7 @@ class FleetGate:
         usage: Usage | None = None
         if cap is not None:
             usage = self._count_cap(key, cap, credit, counted)
+            factor = self._factor(key)[1].factor  # as read with the count, just now
             try:
                 slot: Slot = self._run([Reserve(key, interval / factor, horizon)])[0]
             except GateError:
