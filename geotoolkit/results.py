@@ -115,7 +115,10 @@ def reverse_query(lon: object, lat: object) -> ReverseQuery | str:
     if isinstance(lon, bool) or isinstance(lat, bool) or not (
             isinstance(lon, numbers.Real) and isinstance(lat, numbers.Real)):
         return "coordinates are not numbers"
-    x, y = float(lon), float(lat)
+    try:
+        x, y = float(lon), float(lat)
+    except (OverflowError, ValueError):  # an integer too large for a float
+        return "coordinates are not usable numbers (too large for a float)"
     if not (math.isfinite(x) and math.isfinite(y)):
         return f"coordinates are not finite ({x}, {y})"
     if not -180.0 <= x <= 180.0:

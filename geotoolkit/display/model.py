@@ -39,6 +39,7 @@ __all__ = [
     "fleet_text",
     "pause_text",
     "progress_text",
+    "stage_text",
     "summary_line",
 ]
 
@@ -73,11 +74,17 @@ class ProgressView:
     state: State
     error: str | None
     host: str
+    too_coarse: int = 0
+    passed_on: int = 0
+    stage: int = 0
+    stages: int = 0
+    stage_provider: str = ""
+    stage_rows: int = 0
 
     @property
     def dead_letters(self) -> int:
-        """Rows that did not match (no match or failed)."""
-        return self.no_match + self.failed
+        """Rows that did not match (too coarse, no match or failed)."""
+        return self.too_coarse + self.no_match + self.failed
 
     @property
     def bar_style(self) -> Literal["", "success", "warning", "danger"]:
@@ -96,6 +103,8 @@ def _throttle_cause(event: Throttled) -> str:
     if event.cause == "backoff":
         status = f"{event.status_code} " if event.status_code else ""
         return f"backoff after {status}from {host}"
+    if event.cause == "circuit":
+        return f"circuit open: {host} unreachable, probing"
     return "fleet pacing"
 
 
@@ -171,7 +180,7 @@ class ProgressModel:
 
     def view(self) -> ProgressView:
         """The current view; the pause countdown is computed at ``time_fn()``."""
-        t = self.tally
+        t, stage = self.tally, self.tally.stage
         pace, allowed, ratio, workers = self._fleet()
         state, error = self._state()
         pause = max(0.0, self._pause_until - self._time()) if t.finished is None else 0.0
@@ -183,7 +192,10 @@ class ProgressModel:
             allowed_rate=allowed, throttle_ratio=ratio, workers=workers,
             fleet_measured=t.fleet is not None, pause_seconds=pause,
             pause_cause=redact(self._pause_cause) if pause > 0 else "", state=state,
-            error=error, host=redact(t.host))
+            error=error, host=redact(t.host), too_coarse=t.too_coarse, passed_on=t.passed_on,
+            stage=stage.stage if stage else 0, stages=stage.stages if stage else 0,
+            stage_provider=redact(stage.provider) if stage else "",
+            stage_rows=stage.rows if stage else 0)
 
 
 # -- text fragments shared by every renderer ------------------------------------
@@ -225,8 +237,24 @@ def pause_text(view: ProgressView) -> str:
 
 
 def counts_text(view: ProgressView) -> str:
-    """``18 matched, 1 no match, 1 failed``."""
-    return f"{view.matched} matched, {view.no_match} no match, {view.failed} failed"
+    """``18 matched, 1 no match, 1 failed`` (``, 2 too coarse`` after matched when there are)."""
+    coarse = f", {view.too_coarse} too coarse" if view.too_coarse else ""
+    return f"{view.matched} matched{coarse}, {view.no_match} no match, {view.failed} failed"
+
+
+def stage_text(view: ProgressView) -> str:
+    """``stage 2/2: nominatim (5 rows)`` with a provider chain, else ``""``.
+
+    >>> from geotoolkit.progress import StageStarted
+    >>> model = ProgressModel(time_fn=lambda: 0.0)
+    >>> model.update(StageStarted(stage=2, stages=2, provider="nominatim", rows=5))
+    >>> stage_text(model.view())
+    'stage 2/2: nominatim (5 rows)'
+    """
+    if not view.stages:
+        return ""
+    rows = f"{view.stage_rows} row{'s' if view.stage_rows != 1 else ''}"
+    return f"stage {view.stage}/{view.stages}: {view.stage_provider} ({rows})"
 
 
 def _end_text(view: ProgressView) -> str:

@@ -14,6 +14,7 @@ from geotoolkit.display.model import (
     fleet_text,
     pause_text,
     progress_text,
+    stage_text,
     summary_line,
 )
 from geotoolkit.progress import BatchFinished, Event, Tally
@@ -25,7 +26,8 @@ __all__ = ["JsonLinesProgress", "TextProgress"]
 class TextProgress:
     """Rewrites one status line on a terminal, at most ``max_hz`` times a second.
 
-    The line shows progress, the fleet gauge and any pause countdown with its cause::
+    The line shows progress, the stage of a provider chain, the fleet gauge and any pause
+    countdown with its cause::
 
         geocoding 12/20 (60%) 4.0 rows/s ETA 2 s | fleet 19.8/20 req/s, 429s 2%, 2 workers
         | paused 11 s: Retry-After from nominatim.example: 12 s
@@ -72,7 +74,8 @@ class TextProgress:
         if self.tally.finished is not None:
             return summary_line(self.tally)
         view = self.model.view()
-        parts = [f"geocoding {progress_text(view)}", fleet_text(view), pause_text(view)]
+        parts = [f"geocoding {progress_text(view)}", stage_text(view), fleet_text(view),
+                 pause_text(view)]
         return " | ".join(p for p in parts if p)
 
 

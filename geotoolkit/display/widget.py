@@ -25,6 +25,7 @@ from geotoolkit.display.model import (
     fleet_text,
     pause_text,
     progress_text,
+    stage_text,
     summary_line,
 )
 from geotoolkit.progress import BatchFinished, BatchStarted, Event, Tally
@@ -61,7 +62,8 @@ class ProgressPanel:
         requests/s against the allowed rate) widgets.
     status, fleet, pause, counts, title
         ``HTML`` widgets: progress text, fleet figures, pause countdown with its
-        cause, outcome counts, and the heading with the final state.
+        cause, outcome counts (too-coarse matches when there are), and the heading
+        with the state (and, while a provider chain runs, its stage).
     renders
         How many times the widgets were redrawn.
 
@@ -186,8 +188,9 @@ class ProgressPanel:
 
     @staticmethod
     def _counts_html(view: ProgressView) -> str:
+        coarse = [_span(f"{view.too_coarse} too coarse", _COLOURS["warning"])] if view.too_coarse else []
         return " &middot; ".join([
-            _span(f"{view.matched} matched", _COLOURS["success"]),
+            _span(f"{view.matched} matched", _COLOURS["success"]), *coarse,
             _span(f"{view.no_match} no match", _COLOURS["warning"]),
             _span(f"{view.failed} failed", _COLOURS["danger"]),
             _span(f"{view.throttles} throttled"),
@@ -201,14 +204,18 @@ class ProgressPanel:
             state = f"done in {view.elapsed_seconds:.1f} s"
         else:
             state = view.state
+        stage = stage_text(view)
+        stage = f" &middot; {_span(stage)}" if stage and view.state == "running" else ""
         return (_span(f"{self.label}{where}", bold=True) + " &mdash; "
-                + _span(state, _COLOURS[view.bar_style], bold=True))
+                + _span(state, _COLOURS[view.bar_style], bold=True) + stage)
 
     def text(self) -> str:
         """Everything the panel shows, as plain text (for tests, logs and terminals)."""
         with self._lock:
             view = self.model.view()
+        stage = stage_text(view)
         lines = [repr(self), f"{progress_text(view)} | {fleet_text(view)}", counts_text(view)]
+        lines += [stage] if stage else []
         pause = pause_text(view)
         return "\n".join(lines + ([pause] if pause else []))
 

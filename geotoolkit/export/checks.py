@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from geotoolkit.errors import ConfigurationError
-from geotoolkit.schema import GEOCODE_COLUMNS
+from geotoolkit.schema import GEOCODE_COLUMNS, result_columns
 
 __all__ = ["FORMATS", "check_exportable", "format_of"]
 
@@ -29,7 +29,8 @@ def format_of(path: str | os.PathLike[str]) -> str:
 
 def _result_columns(columns: Iterable[Hashable]) -> list[Hashable]:
     """The columns of a result built from a frame with ``columns``."""
-    ours = {*GEOCODE_COLUMNS, "geometry"}
+    columns = list(columns)
+    ours = {*result_columns(columns), *GEOCODE_COLUMNS, "geometry"}
     return [c for c in columns if c not in ours] + [*GEOCODE_COLUMNS, "geometry"]
 
 

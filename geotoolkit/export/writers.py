@@ -22,20 +22,40 @@ from geotoolkit.export.letters import dead_letters
 __all__ = ["write_geopackage", "write_geoparquet", "write_results"]
 
 
-def _plain(frame: pd.DataFrame) -> pd.DataFrame:
-    """Object columns as text, so GDAL gets one field type per column."""
+def _plain(frame: pd.DataFrame, *, categories: bool = True) -> pd.DataFrame:
+    """Object (and, for GDAL, categorical) columns as text: one field type per column."""
     out = pd.DataFrame(frame).copy()
     for name in out.columns:
-        if name != "geometry" and out[name].dtype == object:
-            out[name] = out[name].map(lambda v: None if v is None or v != v else str(v))
+        dtype = out[name].dtype
+        categorical = categories and isinstance(dtype, pd.CategoricalDtype)
+        if name != "geometry" and (pd.api.types.is_object_dtype(dtype) or categorical):
+            out[name] = out[name].astype(object).map(_text)
     return out
+
+
+def _missing(value: object) -> bool:
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # a list or an array in a cell: not missing
+        return False
+
+
+def _text(value: object) -> str | None:
+    """A cell as text a file can hold: text that is not valid Unicode (a lone surrogate
+    from a badly decoded input) keeps its code points as ``\\udcfc`` escapes."""
+    if value is None or (not isinstance(value, str) and _missing(value)):
+        return None
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:
     """Write matched rows to layer ``geocoded`` and the rest to ``dead_letters``.
 
     The file is written next to ``path`` and moved into place, so an interrupted
-    export never leaves a half-written GeoPackage. Returns the two row counts.
+    export never leaves a half-written GeoPackage. Every result column is written
+    (``geocode_precision`` as text: :func:`~geotoolkit.export.read_results` makes it
+    categorical again); the dead letters keep the columns of
+    :func:`~geotoolkit.export.dead_letters`. Returns the two row counts.
     """
     target = Path(path)
     partial = target.with_name(f".{target.stem}.partial{target.suffix or '.gpkg'}")
@@ -78,7 +98,8 @@ def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
         import pyarrow
     except ImportError as exc:
         raise ExportError("GeoParquet needs pyarrow: pip install 'geotoolkit[parquet]'") from exc
-    frame = gpd.GeoDataFrame(_plain(result), geometry=result.geometry.name, crs=result.crs)
+    frame = gpd.GeoDataFrame(_plain(result, categories=False), geometry=result.geometry.name,
+                             crs=result.crs)
     try:
         partial.unlink(missing_ok=True)
         frame.to_parquet(partial, index=True, compression="zstd")

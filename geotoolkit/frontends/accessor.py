@@ -4,7 +4,10 @@ Importing geotoolkit registers the accessor on every DataFrame (and so every
 GeoDataFrame)::
 
     result = df.geocode.run("address", provider=Nominatim(user_agent="me/1.0"))
-    result.geocode.dead_letters()
+    result.geocode.dead_letters()      # what did not match, why, and how precisely
+    result.geocode.explore()           # a map: points by precision, dead letters beside
+    fixed = result.geocode.dead_letters()[["address"]]   # correct some addresses...
+    result = result.geocode.retry(fixed, provider=...)   # ...send only those again
 
 A thin front end: the options become one
 :class:`~geotoolkit.orchestration.options.GeocodeOptions`, the work is a
@@ -21,6 +24,7 @@ import pandas as pd
 if TYPE_CHECKING:
     import geopandas as gpd
 
+    from geotoolkit.display.map import ResultMap
     from geotoolkit.frontends.background import GeocodeJob
 
 __all__ = ["GeocodeAccessor"]
@@ -61,10 +65,18 @@ class GeocodeAccessor:
         """Geocode the frame; return a new GeoDataFrame (same index, EPSG:4326).
 
         The input is never modified. Rows get ``lon``, ``lat`` (float), a Point
-        built from them, ``geocode_status`` (matched, no_match, failed),
-        ``geocode_label``, ``geocode_provider``, ``geocode_reason`` (why a row
-        did not match) and ``geocode_attempts``. Every point is validated first;
-        flagged rows are "failed" with the reason and no geometry.
+        built from them, ``geocode_status`` (matched, too_coarse, no_match,
+        failed), ``geocode_precision`` (an ordered categorical, finest first:
+        address, interpolated, street, postcode, locality, region, country,
+        unknown), ``geocode_score`` (the provider's confidence in [0, 1], NaN
+        where it gives none), ``geocode_label``, ``geocode_provider`` (with a
+        chain: which provider answered), ``geocode_reason`` (why a row did not
+        match) and ``geocode_attempts``. Every point is validated first; flagged
+        rows are "failed" with the reason and no geometry. With
+        ``min_precision``, coarser matches are "too_coarse": no coordinates, no
+        geometry, their point in ``geocode_coarse_lon``/``geocode_coarse_lat``.
+        ``full_results=True`` adds the provider's place id, address components
+        and bounding box as ``geocode_*`` columns.
 
         Parameters
         ----------
@@ -111,16 +123,82 @@ class GeocodeAccessor:
         return job.run_sync(progress_sink(progress))
 
     def dead_letters(self) -> pd.DataFrame:
-        """The rows of a result that did not match (or were flagged), ready for review."""
+        """The rows of a result that did not match (too coarse, no match or flagged), with
+        the reason, for review: correct some and hand them to :meth:`retry`."""
         from geotoolkit.export import dead_letters
 
         return dead_letters(self._obj)
+
+    def retry(self, fixed: pd.DataFrame | None = None, column: str | None = None, *,
+              progress: Any = "auto", **options: Any) -> gpd.GeoDataFrame:
+        """Send some rows of a result again; return the WHOLE result with them merged in.
+
+        The review loop: ``letters = result.geocode.dead_letters()``, correct some
+        addresses (by hand, or in a spreadsheet read back with ``index_col=0``), then
+        ``result = result.geocode.retry(letters.loc[[...]], provider=...)``. Only the
+        rows of ``fixed`` are sent (by index label; its input columns replace the
+        result's), and a row whose answer is in the cache is not sent at all. No
+        row is lost, added or moved; the retried rows get their new status, point
+        and provider; ``geocode_attempts`` adds up the requests of every round and
+        ``geocode_fixed`` is True for every row whose address you changed.
+
+        Parameters
+        ----------
+        fixed
+            Rows of this result (same index labels), e.g. edited dead letters;
+            ``None``: every dead letter as it is (after an outage, or to ask
+            another provider).
+        column, housenumber, street, city, county, state, postalcode, country
+            The address columns, as for :meth:`run`.
+        progress
+            As for :meth:`run`.
+        **options
+            The same options as :meth:`run` (``provider`` is required): they are
+            not kept on the frame (a provider carries its key, which must never
+            travel in a pickle or a Parquet file), so pass them again.
+
+        Raises
+        ------
+        ConfigurationError
+            ``fixed`` has rows or columns the result does not, or the result's
+            index has duplicates.
+        """
+        from geotoolkit.display.sinks import progress_sink
+        from geotoolkit.orchestration.frame import retry
+        from geotoolkit.orchestration.job import Columns
+        from geotoolkit.orchestration.options import GeocodeOptions
+
+        columns = Columns.take(column, options)
+        return retry(self._obj, fixed, columns, GeocodeOptions.from_env(**options),
+                     progress_sink(progress))
+
+    def explore(self, **kwargs: Any) -> ResultMap:
+        """An interactive map of the result: points coloured by precision, dead letters beside.
+
+        Built on ``GeoDataFrame.explore()`` (folium); the tooltip shows the input
+        columns, the label, the provider and the precision; too-coarse points are
+        drawn hollow in their own layer. Needs the ``map`` extra
+        (``pip install 'geotoolkit[map]'``). Keyword arguments go to
+        ``GeoDataFrame.explore()`` (``tiles=``, ``tooltip=``, ``m=``...).
+
+        Returns
+        -------
+        ResultMap
+            Shown in a notebook as the map with the dead-letter table beside it;
+            ``.map`` is the ``folium.Map``, ``.dead_letters`` the table,
+            ``save(path)`` writes both to one HTML page.
+        """
+        from geotoolkit.display.map import explore
+        from geotoolkit.export import dead_letters
+
+        return explore(self._obj, dead_letters(self._obj), **kwargs)
 
 
 def _signature() -> None:
     from geotoolkit.orchestration.options import with_options_signature
 
     with_options_signature(GeocodeAccessor.run, columns=True)
+    with_options_signature(GeocodeAccessor.retry, columns=True)
 
 
 _signature()

@@ -48,8 +48,9 @@ def geocode(addresses: Iterable[Any], *, progress: Any = None, **options: Any) -
     options.setdefault("cache", False)
     settings = GeocodeOptions.from_env(**options)
     items: list[Query | str] = [query_from_value(a) for a in addresses]
-    check_usage_policy(settings.resolved_provider, rows=len(items),
-                       gate_backend=gate_backend(settings.gate), cached=settings.cache is not False)
+    for provider in settings.providers:
+        check_usage_policy(provider, rows=len(items), gate_backend=gate_backend(settings.gate),
+                           cached=settings.cache is not False)
     sink = progress_sink(progress)
     return run_sync(lambda: settle(items, settings, sink))
 

@@ -1,5 +1,11 @@
 """The command line: ``geotoolkit geocode``, ``geotoolkit demo``, ``geotoolkit gate init``.
 
+``--provider census,nominatim`` runs a fallback chain (one ``--user-agent`` for all,
+``--base-url NAME=URL`` per provider; an API key from ``--api-key-env`` only for a
+single provider). ``geotoolkit geocode out.gpkg --only-dead-letters -o next.gpkg``
+is the review loop: it geocodes only the (possibly corrected) dead letters of an
+earlier output and writes the whole merged result.
+
 A thin front end: the flags become one GeocodeOptions (the flags of its options are
 generated from the options' own documentation), the CSV one FrameJob. Everything is
 checked before anything is sent: the column (with a hint when only the case differs),
@@ -25,11 +31,12 @@ import pandas as pd
 from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
-from geotoolkit.export import check_exportable, write_results
+from geotoolkit.export import check_exportable, read_results, write_results
+from geotoolkit.orchestration.frame import retry
 from geotoolkit.orchestration.job import Columns, FrameJob
 from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.progress import Event, ProgressSink, Tally
-from geotoolkit.providers import PROVIDERS
+from geotoolkit.providers import PROVIDERS, get_provider
 from geotoolkit.providers.nominatim import PUBLIC_NOMINATIM
 
 __all__ = ["EX_TEMPFAIL", "OPTION_FLAGS", "main"]
@@ -44,6 +51,9 @@ EPILOG = """\
 examples:
   geotoolkit demo addresses.csv -o out.gpkg
   geotoolkit geocode addresses.csv -o out.gpkg --user-agent "my-app/1.0 (me@example.org)"
+  geotoolkit geocode addresses.csv -o out.gpkg --provider census,nominatim \
+      --user-agent "my-app/1.0 (me@example.org)" --min-precision street
+  geotoolkit geocode out.gpkg --only-dead-letters -o next.gpkg --user-agent "..."
   GEOCODER_KEY=... geotoolkit geocode in.csv -o out.gpkg --provider opencage \\
       --api-key-env GEOCODER_KEY --gate redis://gate.internal:6379/0
 
@@ -79,7 +89,14 @@ def _add_options(cmd: argparse.ArgumentParser) -> None:
 
 
 def _add_common(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("input", type=Path, help="CSV file with an address column")
+    cmd.add_argument("input", type=Path,
+                     help="CSV file with an address column (with --only-dead-letters: an earlier "
+                          "output, .gpkg or .parquet)")
+    cmd.add_argument("--only-dead-letters", action="store_true",
+                     help="geocode only the dead letters of INPUT, an earlier output (edit its "
+                          "dead_letters layer first, e.g. in QGIS), and write the whole merged "
+                          "result to --output (the file keeps no earlier address to compare "
+                          "with: geocode_fixed is not set here, geocode_attempts adds up)")
     cmd.add_argument("-o", "--output", type=Path, required=True,
                      help="output file: .gpkg (layers geocoded and dead_letters), .parquet or "
                           ".geoparquet")
@@ -111,15 +128,22 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     geo = sub.add_parser("geocode", help="geocode a CSV column into a GeoPackage",
                          description="Geocode the addresses of a CSV file into a GeoPackage.")
-    geo.add_argument("--provider", default="nominatim", choices=sorted(PROVIDERS),
-                     help="the geocoding service (default: nominatim)")
+    geo.add_argument("--provider", default="nominatim", type=_chain, metavar="NAME[,NAME...]",
+                     help="the geocoding service (default: nominatim), or a fallback chain such as "
+                          "census,nominatim: rows the first leaves (see --fallback-on) go to the "
+                          f"next, each at its own rate; one of {', '.join(sorted(PROVIDERS))}")
     geo.add_argument("--user-agent", help="names your application and a contact (required by "
-                                          "Nominatim; default: geotoolkit/<version> elsewhere)")
-    geo.add_argument("--base-url", metavar="URL",
+                                          "Nominatim; default: geotoolkit/<version> elsewhere); "
+                                          "with a chain, for every provider")
+    geo.add_argument("--base-url", metavar="URL|NAME=URL", action="append",
                      help=f"a self-hosted or compatible instance (default for nominatim: "
-                          f"{PUBLIC_NOMINATIM})")
+                          f"{PUBLIC_NOMINATIM}); with a chain, NAME=URL, once per provider")
     geo.add_argument("--api-key-env", metavar="VAR",
-                     help="name of the environment variable holding the API key (default: none)")
+                     help="name of the environment variable holding the API key (default: none); "
+                          "a single provider only: give keyed providers of a chain in Python")
+    geo.add_argument("--fallback-on", metavar="STATUS[,STATUS...]", type=_statuses,
+                     help="with a chain: which rows go on to the next provider, of no_match, "
+                          "too_coarse, failed (default: no_match,too_coarse)")
     geo.add_argument("--cache", metavar="URL|none",
                      help="settled rows persist here, so a rerun sends only the rest: "
                           "sqlite:///path, postgresql://..., memory:// or none (default: "
@@ -142,6 +166,43 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _chain(text: str) -> list[str]:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PROVIDERS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown provider {(unknown or [text])[0]!r}: use {', '.join(sorted(PROVIDERS))}")
+    return names
+
+
+def _statuses(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def _providers(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The provider argument and the naming options: one name, or a chain of instances."""
+    names: list[str] = args.provider
+    urls: list[str] = args.base_url or []
+    if len(names) == 1:
+        if len(urls) > 1 or any("=" in u.split("://", 1)[0] for u in urls):
+            raise ConfigurationError("--base-url takes one URL for a single provider")
+        return names[0], {"api_key": _env(args.api_key_env, "the API key"),
+                          "user_agent": args.user_agent, "base_url": urls[0] if urls else None}
+    if args.api_key_env:
+        raise ConfigurationError("--api-key-env works with a single --provider only: a key must "
+                                 "never reach the wrong provider; build a keyed chain in Python")
+    by_name = dict(_named_url(u, names) for u in urls)
+    return [get_provider(n, user_agent=args.user_agent, base_url=by_name.get(n)) for n in names], {}
+
+
+def _named_url(text: str, names: list[str]) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or name.strip().lower() not in names:
+        raise ConfigurationError(f"with a chain, give --base-url as NAME=URL for one of "
+                                 f"{', '.join(names)}, got {text!r}")
+    return name.strip().lower(), url.strip()
+
+
 def _env(var: str | None, what: str) -> str | None:
     if var is None:
         return None
@@ -154,6 +215,8 @@ def _env(var: str | None, what: str) -> str | None:
 def _options(args: argparse.Namespace, provider: Any, **given: Any) -> GeocodeOptions:
     """One GeocodeOptions from the flags (absent flags keep the options' defaults)."""
     flags = {name: getattr(args, name) for name in OPTION_FLAGS if getattr(args, name, None) is not None}
+    if getattr(args, "fallback_on", None):
+        flags["fallback_on"] = args.fallback_on
     gate = args.gate if args.gate is not None else _env(args.gate_env, "the gate URL")
     cache = _env(args.cache_env, "the cache URL") if args.cache_env else args.cache
     return GeocodeOptions.from_env(provider=provider, gate=gate, cache=cache, **{**flags, **given})
@@ -179,18 +242,28 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
-    frame = _read_csv(args.input)
-    job = FrameJob(frame, Columns.from_arguments(args.column, country=args.country), options)
-    check_exportable(job.frame, args.output)  # before anything is sent
+    columns = Columns.from_arguments(args.column, country=args.country)
     sink, tally = _progress(args.progress)
+    job, previous = None, None
+    if args.only_dead_letters:
+        previous = read_results(args.input)
+        check_exportable(previous, args.output)
+    else:
+        job = FrameJob(_read_csv(args.input), columns, options)
+        check_exportable(job.frame, args.output)  # before anything is sent
     try:
-        result = job.run_sync(sink)
+        result = job.run_sync(sink) if job is not None else retry(previous, None, columns, options,
+                                                                   sink)
     except RateLimitError as exc:
         if exc.retry_after is None:
             raise
         print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
         return EX_TEMPFAIL
     geocoded, letters = write_results(result, args.output)
+    if args.only_dead_letters:
+        print(f"{summary_line(tally)} (the dead letters of {args.input}) -> {args.output} "
+              f"(geocoded: {geocoded}, dead_letters: {letters})")
+        return 0
     flagged = tally.matched - geocoded  # matches whose coordinates failed validation
     note = f", {flagged} flagged by validation" if flagged > 0 else ""
     print(f"{summary_line(tally)} -> {args.output} (geocoded: {geocoded}, dead_letters: {letters}"
@@ -243,6 +316,5 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _demo(args)
     if args.command == "gate":
         return _gate_init(args.url)
-    options = _options(args, args.provider, api_key=_env(args.api_key_env, "the API key"),
-                       user_agent=args.user_agent, base_url=args.base_url)
-    return _run_job(args, options)
+    provider, naming = _providers(args)
+    return _run_job(args, _options(args, provider, **naming))

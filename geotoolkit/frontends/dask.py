@@ -43,11 +43,12 @@ from urllib.parse import urlsplit
 import pandas as pd
 
 from geotoolkit.errors import ConfigurationError
+from geotoolkit.export import result_dtypes
+from geotoolkit.orchestration.frame import outcomes_frame
 from geotoolkit.orchestration.job import Columns, FrameJob, gate_backend, require_columns
 from geotoolkit.orchestration.options import GeocodeOptions, with_options_signature
 from geotoolkit.providers.policies import check_usage_policy
 from geotoolkit.redact import redact
-from geotoolkit.schema import GEOCODE_COLUMNS
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["check_shared", "geocode", "to_geodataframe"]
 
-_TEXT_COLUMNS = ("geocode_status", "geocode_label", "geocode_provider", "geocode_reason")
 
 
 def _backend(value: Any, *, default: str = "sqlite") -> str:
@@ -162,7 +162,7 @@ class _PartitionJob:
 
     def __call__(self, part: pd.DataFrame) -> pd.DataFrame:
         if len(part) == 0:
-            return _with_columns(part)
+            return _meta(part, self.options)
         result = FrameJob(part, self.columns, self.options).run_sync(None)
         return _normalise(pd.DataFrame(result.drop(columns=result.geometry.name)))
 
@@ -172,22 +172,15 @@ class _PartitionJob:
 
 
 def _normalise(frame: pd.DataFrame) -> pd.DataFrame:
-    """The geocode columns with fixed dtypes, so every partition matches the meta."""
-    for name in _TEXT_COLUMNS:
-        frame[name] = frame[name].astype("string")
-    frame["lon"] = frame["lon"].astype("float64")
-    frame["lat"] = frame["lat"].astype("float64")
-    frame["geocode_attempts"] = frame["geocode_attempts"].astype("int64")
-    return frame
+    """The result columns in their fixed dtypes, so every partition matches the meta."""
+    return result_dtypes(frame)
 
 
-def _with_columns(part: pd.DataFrame) -> pd.DataFrame:
-    """``part`` (usually empty: the meta) with the geocode columns appended."""
-    drop = [c for c in (*GEOCODE_COLUMNS, "geometry") if c in part.columns]
-    base = pd.DataFrame(part).drop(columns=drop)
-    empty = {name: pd.Series([None] * len(base), index=base.index, dtype="object")
-             for name in GEOCODE_COLUMNS}
-    return _normalise(base.assign(**empty))
+def _meta(meta: pd.DataFrame, options: GeocodeOptions) -> pd.DataFrame:
+    """The columns and dtypes of a partition's result: what geocoding no rows gives."""
+    result = outcomes_frame(meta.iloc[:0], [], min_precision=options.min_precision,
+                            full_results=options.full_results)
+    return _normalise(pd.DataFrame(result.drop(columns=result.geometry.name)))
 
 
 def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = None,
@@ -233,7 +226,7 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     require_columns(ddf.columns, columns.names(ddf.columns))
     job = _PartitionJob(columns, settings)
     result: dd.DataFrame = ddf.map_partitions(  # type: ignore[no-untyped-call]
-        job, meta=_with_columns(ddf._meta))
+        job, meta=_meta(ddf._meta, settings))
     return result
 
 

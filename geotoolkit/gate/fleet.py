@@ -1,4 +1,4 @@
-"""The fleet strategy's pure decision steps, and the client-side helpers every gate user needs.
+"""The fleet strategy's pure decision steps.
 
 Everything here is plain numbers in, plain numbers out (stdlib only), so the
 strategy (``geotoolkit.gate.strategy.FleetGate``) is tested without a store:
@@ -9,7 +9,7 @@ strategy (``geotoolkit.gate.strategy.FleetGate``) is tested without a store:
 - the stats window: one-second buckets of three counters each
   (``bucket_counts``, ``window_names``, ``window_totals``).
 - caps: ``period_of`` (the UTC day or month of an instant) and ``cap_reached``.
-- ``Counts``, ``ClockSync`` and ``SlotTiming``, used by the engine.
+- ``StoreClock``: the store's clock as this host knows it, from stamped replies.
 """
 
 from __future__ import annotations
@@ -34,9 +34,7 @@ __all__ = [
     "WINDOW_TTL_SECONDS",
     "WORKER",
     "AimdState",
-    "ClockSync",
-    "Counts",
-    "SlotTiming",
+    "StoreClock",
     "bucket_counts",
     "cap_reached",
     "period_of",
@@ -235,99 +233,31 @@ def cap_reached(cap: Cap, usage: Usage) -> QuotaExceededError:
         f"{usage.period} UTC); it resets at {reset}")
 
 
-# -- client side --------------------------------------------------------------------------
+# -- the store's clock --------------------------------------------------------------------------
 
 
-@dataclass
-class Counts:
-    """What a run saw since its last report to the gate (flushed with its next gate call)."""
+class StoreClock:
+    """The store's clock as this host knows it: the offset of the last stamped reply.
 
-    requests: int = 0
-    successes: int = 0
-    throttled: int = 0
+    A reply stamped ``server`` between our ``start`` and ``end`` puts the store's
+    clock at ``server`` around the middle of the round trip: good to the round
+    trip, which is all the strategy needs (the bucket of a report, the period of
+    a cap count; a cap's period is then confirmed by the store's own reply).
 
-    def take(self) -> Report:
-        """The report to send, resetting the counts."""
-        report = Report(self.requests, self.successes, self.throttled)
-        self.requests = self.successes = self.throttled = 0
-        return report
-
-
-class ClockSync:
-    """The store's clock minus ours, from the fastest recent round trips (as NTP does).
-
-    A reply stamped ``server`` by the store between our ``start`` and ``end`` bounds
-    the offset to ``server - (start + end) / 2 +- rtt / 2``; the estimate is the
-    value in those bounds closest to zero, from the fastest round trip (older ones
-    count slowly less): exactly 0 when the store shares our clock, whatever the
-    latency.
-
-    >>> sync = ClockSync()
-    >>> sync.update(start=10.0, end=10.2, server=10.15)   # same clock, slow reply
-    >>> sync.offset, sync.local(12.0)
-    (0.0, 12.0)
-    >>> sync.update(start=20.0, end=20.002, server=25.001)  # a store 5 s ahead
-    >>> round(sync.offset, 3)    # known to within the round trip's 1 ms
-    4.999
+    >>> clock = StoreClock()
+    >>> clock.now(100.0)                                     # nothing known yet: ours
+    100.0
+    >>> clock.observe(start=100.0, end=100.002, server=160.5)  # a store a minute ahead
+    >>> round(clock.now(101.0), 3)
+    161.499
     """
 
     def __init__(self) -> None:
-        self.offset, self._rtt = 0.0, math.inf
-
-    def update(self, start: float, end: float, server: float) -> None:
-        rtt = max(0.0, end - start)
-        self._rtt *= 1.02
-        if rtt <= self._rtt:
-            centre = server - (start + end) / 2
-            self._rtt, self.offset = rtt, math.copysign(max(0.0, abs(centre) - rtt / 2), centre)
-
-    def local(self, server_time: float) -> float:
-        """A store-clock instant on our clock."""
-        return server_time - self.offset
-
-
-class SlotTiming:
-    """How a worker keeps its sends on their slots, from what its gate calls show.
-
-    ``observe`` every gate call (our ``start`` and ``end``, the store's ``server``
-    stamp): it feeds the ``ClockSync`` (``local``) and a moving average of the
-    round trip, so the pause check before a send can start that much early
-    (``lead``, at most ``max_lead``). ``on_time(late, tolerance)`` tells whether a
-    send ``late`` seconds after its slot is within ``tolerance`` of the usual
-    lateness: the mean of the sends so far and a prior of 0 (strict at the start,
-    when a fleet starting together is late), then of the last ``memory`` sends.
-
-    >>> timing = SlotTiming()
-    >>> timing.observe(start=1.0, end=1.004, server=1.002)
-    >>> round(timing.lead, 3), timing.local(2.0)
-    (0.004, 2.0)
-    >>> timing.on_time(0.010, tolerance=0.015), timing.on_time(0.030, tolerance=0.015)
-    (True, False)
-    """
-
-    def __init__(self, max_lead: float = 0.01, memory: int = 10) -> None:
-        self.max_lead, self.memory = max_lead, memory
-        self.sync = ClockSync()
-        self.rtt: float | None = None  # moving average of a gate call's round trip
-        self.lateness, self._sends = 0.0, 0
+        self.offset = 0.0
 
     def observe(self, start: float, end: float, server: float) -> None:
-        self.sync.update(start, end, server)
-        rtt = max(0.0, end - start)
-        self.rtt = rtt if self.rtt is None else 0.8 * self.rtt + 0.2 * rtt
+        self.offset = server - (start + end) / 2
 
-    def local(self, server_time: float) -> float:
-        """A store-clock instant on our clock."""
-        return self.sync.local(server_time)
-
-    @property
-    def lead(self) -> float:
-        """How early to start the check before a send: one usual round trip."""
-        return min(self.rtt or 0.0, self.max_lead)
-
-    def on_time(self, late: float, tolerance: float) -> bool:
-        """Count a send ``late`` seconds after its slot; is it within ``tolerance`` of usual?"""
-        usual = self.lateness
-        self._sends = min(self._sends + 1, self.memory)
-        self.lateness += (late - usual) / (self._sends + 1)
-        return late <= usual + tolerance
+    def now(self, local: float) -> float:
+        """The store's clock when ours reads ``local``."""
+        return local + self.offset

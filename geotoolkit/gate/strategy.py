@@ -54,7 +54,7 @@ from geotoolkit.gate.fleet import (
     WINDOW_TTL_SECONDS,
     WORKER,
     AimdState,
-    ClockSync,
+    StoreClock,
     bucket_counts,
     cap_reached,
     period_of,
@@ -108,7 +108,7 @@ class FleetGate:
         self.blocking: bool = store.blocking
         self.aimd = aimd or Aimd()
         self._clock: Clock = store.clock or clock or SystemClock()
-        self._sync = ClockSync()
+        self._store_clock = StoreClock()
         self._lock = threading.Lock()
         self._known: dict[str, _Known] = {}
 
@@ -118,7 +118,7 @@ class FleetGate:
         """The store's clock, as well as this host knows it."""
         if self.store.clock is not None:
             return self.store.clock.now()
-        return self._clock.now() + self._sync.offset
+        return self._store_clock.now(self._clock.now())
 
     def _run(self, ops: Sequence[Op]) -> list[Any]:
         """One round trip; a reply stamped with the store's clock refines the estimate."""
@@ -128,7 +128,7 @@ class FleetGate:
             stamps = [r.now for r in results if isinstance(r, Slot | Paused | StoreState)]
             if stamps:
                 with self._lock:
-                    self._sync.update(start, self._clock.now(), stamps[0])
+                    self._store_clock.observe(start, self._clock.now(), stamps[0])
         return results
 
     # -- the adaptive factor -----------------------------------------------------------------------

@@ -1,21 +1,44 @@
-"""Outcomes to (Geo)DataFrames: validated WGS84 Points built explicitly from (lon, lat)."""
+"""Outcomes to (Geo)DataFrames: validated WGS84 Points built explicitly from (lon, lat).
+
+:func:`outcomes_frame` builds a result from one outcome per row. The review loop:
+:func:`retry` sends some rows of a result again (:func:`retry_rows` picks and corrects
+them) and :func:`merge_retried` folds them back into the whole result.
+"""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
 
 from geotoolkit.export import input_columns
-from geotoolkit.results import Match, Outcome
-from geotoolkit.schema import GEOCODE_COLUMNS
+from geotoolkit.export.dtypes import PRECISION_DTYPE, is_result_dtype_column, result_dtypes
+from geotoolkit.results import Match, Outcome, Place
+from geotoolkit.schema import (
+    COARSE_COLUMNS,
+    FULL_RESULT_COLUMNS,
+    GEOCODE_COLUMNS,
+    REVIEW_COLUMNS,
+    too_coarse,
+)
 from geotoolkit.validate import check_point, country_code, require_country
 
-__all__ = ["outcomes_frame"]
+if TYPE_CHECKING:
+    from geotoolkit.orchestration.job import Columns
+    from geotoolkit.orchestration.options import GeocodeOptions
+    from geotoolkit.progress import ProgressSink
+
+__all__ = ["PRECISION_DTYPE", "merge_retried", "outcomes_frame", "result_dtypes", "retry",
+           "retry_rows"]
 
 Countries = str | Sequence[object] | None
+
+_PLACE_TEXT = ("place_id", "osm_type", "housenumber", "street", "postcode", "locality", "region",
+               "country_code")
 
 
 def _countries(country: Countries, n: int) -> list[str | None]:
@@ -32,37 +55,49 @@ def _countries(country: Countries, n: int) -> list[str | None]:
 class _Columns:
     """The geocode columns of the distinct (outcome, country) pairs, filled one by one."""
 
-    def __init__(self, n: int) -> None:
-        self.lon = np.full(n, np.nan)
-        self.lat = np.full(n, np.nan)
-        self.status: list[str] = [""] * n
-        self.label: list[str] = [""] * n
-        self.provider: list[str] = [""] * n
-        self.reason: list[str | None] = [None] * n
-        self.attempts = np.zeros(n, dtype="int64")
+    def __init__(self, n: int, *, min_precision: str | None, full_results: bool) -> None:
+        self.min_precision, self.full_results = min_precision, full_results
+        names = [*GEOCODE_COLUMNS, *(COARSE_COLUMNS if min_precision else ())]
+        if full_results:
+            names += FULL_RESULT_COLUMNS
+        self.values: dict[str, list[Any]] = {name: [None] * n for name in names}
+        self.values["geocode_attempts"] = [0] * n
 
     def fill(self, i: int, outcome: Outcome, country: str | None) -> None:
-        self.provider[i], self.attempts[i] = outcome.provider, outcome.attempts
+        v = self.values
+        v["geocode_provider"][i], v["geocode_attempts"][i] = outcome.provider, outcome.attempts
+        v["geocode_status"][i], v["geocode_label"][i] = outcome.status, ""
         if not isinstance(outcome, Match):
-            self.status[i], self.reason[i] = outcome.status, outcome.reason
+            v["geocode_reason"][i] = outcome.reason
             return
-        self.label[i] = outcome.label
+        v["geocode_label"][i], v["geocode_precision"][i] = outcome.label, outcome.precision
+        v["geocode_score"][i] = outcome.score
+        if self.full_results:
+            self._place(i, outcome.place)
         problem = check_point(outcome.lon, outcome.lat, country)
-        if problem is None:
-            self.status[i] = "matched"
-            self.lon[i], self.lat[i] = outcome.lon, outcome.lat
-        else:  # flagged: to the dead letters, never into the geometry
-            self.status[i], self.reason[i] = "failed", problem
+        if problem is not None:  # flagged: to the dead letters, never into the geometry
+            v["geocode_status"][i], v["geocode_reason"][i] = "failed", problem
+        elif too_coarse(outcome.precision, self.min_precision):
+            v["geocode_status"][i] = "too_coarse"
+            v["geocode_reason"][i] = (f"precision {outcome.precision} is coarser than "
+                                      f"{self.min_precision}")
+            v["geocode_coarse_lon"][i], v["geocode_coarse_lat"][i] = outcome.lon, outcome.lat
+        else:
+            v["lon"][i], v["lat"][i] = outcome.lon, outcome.lat
+
+    def _place(self, i: int, place: Place) -> None:
+        for name in _PLACE_TEXT:
+            self.values[f"geocode_{name}"][i] = getattr(place, name)
+        self.values["geocode_osm_id"][i] = place.osm_id
+        box = place.bbox or (None, None, None, None)
+        for name, value in zip(FULL_RESULT_COLUMNS[-4:], box, strict=True):
+            self.values[name][i] = value
 
     def frame(self, rows: np.ndarray, index: pd.Index) -> pd.DataFrame:
         """One row per input row: ``rows`` indexes the distinct pairs."""
-        values = (self.lon, self.lat, self.status, self.label, self.provider, self.reason,
-                  self.attempts)
-        columns = {name: np.asarray(v, dtype=None if isinstance(v, np.ndarray) else object)[rows]
-                   for name, v in zip(GEOCODE_COLUMNS, values, strict=True)}
-        out = pd.DataFrame(columns, index=index)
-        return out.astype({"geocode_status": "str", "geocode_label": "str",
-                           "geocode_provider": "str", "geocode_reason": "str"})
+        columns = {name: pd.Series(values, dtype=object).take(rows).to_numpy()
+                   for name, values in self.values.items()}
+        return result_dtypes(pd.DataFrame(columns, index=index))
 
 
 def _distinct(outcomes: Sequence[Outcome], countries: list[str | None]
@@ -78,27 +113,138 @@ def _distinct(outcomes: Sequence[Outcome], countries: list[str | None]
     return np.asarray(rows, dtype=np.intp), pairs
 
 
-def outcomes_frame(df: pd.DataFrame, outcomes: Sequence[Outcome], *,
-                   country: Countries = None) -> gpd.GeoDataFrame:
+def outcomes_frame(df: pd.DataFrame, outcomes: Sequence[Outcome], *, country: Countries = None,
+                   min_precision: str | None = None, full_results: bool = False
+                   ) -> gpd.GeoDataFrame:
     """A copy of ``df`` with the geocode columns and Point geometry in EPSG:4326.
 
     Every match is validated before its Point is built (finite, in range, not
     (0, 0), and inside ``country`` when given: one ISO alpha-2 code, or one code or
     country name per row, unknown values skipping the check). Rows that did not
     match, or whose coordinates were flagged, get an empty geometry, NaN ``lon``
-    and ``lat``, and say why in ``geocode_reason``. The input's active geometry
-    (if any) is replaced; ``df`` itself is never modified.
+    and ``lat``, and say why in ``geocode_reason``. With ``min_precision``, a match
+    coarser than that (or of unknown precision) is ``too_coarse``: a dead letter
+    whose point is kept in ``geocode_coarse_lon``/``geocode_coarse_lat`` only.
+    ``full_results`` adds the :data:`~geotoolkit.schema.FULL_RESULT_COLUMNS`. The
+    input's active geometry (if any) is replaced; ``df`` itself is never modified.
     """
     n = len(df)
     if len(outcomes) != n:
         raise ValueError(f"{len(outcomes)} outcomes for {n} rows")
     rows, pairs = _distinct(outcomes, _countries(country, n))
-    columns = _Columns(len(pairs))
+    columns = _Columns(len(pairs), min_precision=min_precision, full_results=full_results)
     for j, (outcome, code) in enumerate(pairs):
         columns.fill(j, outcome, code)
     added = columns.frame(rows, df.index)
-    merged = pd.concat([input_columns(df).reset_index(drop=True), added.reset_index(drop=True)], axis=1)
+    merged = pd.concat([input_columns(df).reset_index(drop=True), added.reset_index(drop=True)],
+                       axis=1)
     merged.index = df.index
-    points = gpd.points_from_xy(added["lon"], added["lat"], crs="EPSG:4326")
-    points[added["geocode_status"].to_numpy() != "matched"] = None
-    return gpd.GeoDataFrame(merged, geometry=points, crs="EPSG:4326")
+    return _with_points(merged)
+
+
+def _with_points(frame: pd.DataFrame) -> gpd.GeoDataFrame:
+    """``frame`` with Points built from its ``lon``/``lat`` where the row matched."""
+    points = gpd.points_from_xy(frame["lon"], frame["lat"], crs="EPSG:4326")
+    points[frame["geocode_status"].to_numpy() != "matched"] = None
+    return gpd.GeoDataFrame(frame, geometry=points, crs="EPSG:4326")
+
+
+def retry_rows(result: pd.DataFrame, fixed: pd.DataFrame | None) -> tuple[pd.DataFrame, list[bool]]:
+    """The rows of ``result`` to send again (its input columns, corrected from ``fixed``),
+    and which of them the analyst changed.
+
+    ``fixed`` holds rows of ``result`` by index label (for example its dead letters,
+    edited); its input columns replace the result's, its geocode columns are ignored.
+    ``None``: every dead letter as it stands.
+    """
+    from geotoolkit.errors import ConfigurationError
+    from geotoolkit.export import dead_letters
+
+    letters = dead_letters(result)  # refuses a frame that is not a result
+    if not result.index.is_unique:
+        raise ConfigurationError("the result's index has duplicate labels, so corrected rows "
+                                 "cannot be matched back: result.reset_index() first")
+    fixed = letters if fixed is None else fixed
+    if not fixed.index.is_unique:
+        raise ConfigurationError("fixed has duplicate index labels: give each row once")
+    missing = fixed.index.difference(result.index)
+    if len(missing):
+        shown = ", ".join(map(repr, list(missing)[:5]))
+        raise ConfigurationError(
+            f"fixed has rows that are not in the result: {shown}; keep the result's index "
+            "(read a spreadsheet back with index_col=0)")
+    own = input_columns(result)
+    unknown = [c for c in input_columns(fixed).columns if c not in own.columns]
+    if unknown:
+        raise ConfigurationError(f"fixed has columns the result does not: {', '.join(map(repr, unknown))}")
+    rows = own.loc[fixed.index].copy()
+    changed = pd.Series(False, index=rows.index)
+    for name in input_columns(fixed).columns:
+        before, after = rows[name].astype(object), fixed[name].astype(object)
+        same = (before == after) | (before.isna() & after.isna())
+        changed |= ~same.astype(bool)
+        rows[name] = fixed[name]
+    return rows, changed.tolist()
+
+
+def merge_retried(result: pd.DataFrame, retried: pd.DataFrame, *, sent: Sequence[int],
+                  fixed: Sequence[bool]) -> gpd.GeoDataFrame:
+    """``result`` with the rows of ``retried`` (same index labels) replaced by their new answer.
+
+    No row is lost, added or moved. ``sent`` is the requests each retried row took
+    this time (0 for an answer from the cache): ``geocode_attempts`` adds them up.
+    ``fixed`` says which retried rows the analyst changed: ``geocode_fixed`` keeps
+    every row ever changed. Columns only one side has are kept (missing where the
+    other side had none).
+    """
+    base = pd.DataFrame(result.drop(columns=[result.geometry.name])
+                        if isinstance(result, gpd.GeoDataFrame) else result)
+    new = pd.DataFrame(retried.drop(columns=[retried.geometry.name])
+                       if isinstance(retried, gpd.GeoDataFrame) else retried)
+    previous = base.loc[new.index, "geocode_attempts"].to_numpy()
+    new["geocode_attempts"] = previous + np.asarray(sent, dtype="int64")
+    was_fixed = base["geocode_fixed"] if "geocode_fixed" in base.columns else False
+    new["geocode_fixed"] = np.asarray(fixed, dtype=bool) | pd.Series(
+        was_fixed, index=base.index).loc[new.index].to_numpy(dtype=bool)
+    columns = list(dict.fromkeys([*base.columns, *new.columns]))
+    merged = base.reindex(columns=columns).astype(object)
+    gone = [c for c in columns if c not in new.columns]
+    merged.loc[new.index, gone] = None  # e.g. coarse columns a retry without min_precision lacks
+    merged.loc[new.index, list(new.columns)] = new.astype(object).to_numpy()
+    if "geocode_fixed" not in base.columns:
+        merged["geocode_fixed"] = merged["geocode_fixed"].fillna(False)
+    ordered = [c for c in columns if c not in (*GEOCODE_COLUMNS, *COARSE_COLUMNS,
+                                               *FULL_RESULT_COLUMNS, *REVIEW_COLUMNS)]
+    ordered += [c for c in (*GEOCODE_COLUMNS, *COARSE_COLUMNS, *FULL_RESULT_COLUMNS,
+                            *REVIEW_COLUMNS) if c in columns]
+    typed = _restore(merged[ordered], base, new)
+    return _with_points(typed)
+
+
+def _restore(merged: pd.DataFrame, base: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """The input columns back in their own dtypes where both sides agree; result dtypes."""
+    out = result_dtypes(merged)
+    for name in out.columns:
+        if is_result_dtype_column(name):
+            continue
+        dtypes = {side[name].dtype for side in (base, new) if name in side.columns}
+        if len(dtypes) == 1:
+            # mixed values (an int column corrected with text) stay as they are
+            with contextlib.suppress(TypeError, ValueError):
+                out[name] = out[name].astype(dtypes.pop())
+    return out
+
+
+def retry(result: pd.DataFrame, fixed: pd.DataFrame | None, columns: Columns,
+          options: GeocodeOptions, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
+    """Send the rows of ``fixed`` (default: the dead letters) again; the whole result back.
+
+    See :func:`retry_rows` (which rows, corrected how) and :func:`merge_retried` (how
+    they are merged).
+    """
+    from geotoolkit.orchestration.job import FrameJob
+
+    rows, changed = retry_rows(result, fixed)
+    job = FrameJob(rows, columns, options)
+    retried = job.run_sync(progress)
+    return merge_retried(result, retried, sent=job.sent, fixed=changed)

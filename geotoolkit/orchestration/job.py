@@ -6,24 +6,45 @@ plain lists of addresses. Checks come first and open nothing: a bad column, a fr
 whose own ``lon``/``lat``/``geometry`` would be overwritten, a usage policy the run
 would break. The gate and the cache are opened by :func:`settle` only for the run,
 and closed when it ends, however it ends (objects passed in are left open).
+
+With a provider chain (``provider=[first, second, ...]``) each stage is its own
+engine batch under that provider's gate key, rate and usage policy; the rows that
+come back in ``fallback_on`` go on to the next stage (announced by a
+:class:`~geotoolkit.progress.StageStarted` event). A row keeps the best answer any
+stage gave (a match, the finest too-coarse match, a no-match, a failure; the earlier
+stage on a tie). Too coarse is decided here, not in the engine: the cache keeps the
+match, so a rerun with another ``min_precision`` sends nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+import dataclasses
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from geotoolkit.clock import SystemClock
 from geotoolkit.engine import Engine, run_sync
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate import Gate, open_gate
 from geotoolkit.orchestration.options import GeocodeOptions
-from geotoolkit.progress import ProgressSink
+from geotoolkit.progress import ProgressSink, StageSink, StageStarted
+from geotoolkit.providers.base import Provider
 from geotoolkit.providers.policies import check_usage_policy
-from geotoolkit.results import STRUCTURED_FIELDS, Outcome, Query, query_from_value
+from geotoolkit.results import (
+    PRECISIONS,
+    STRUCTURED_FIELDS,
+    Failure,
+    Match,
+    NoMatch,
+    Outcome,
+    Query,
+    query_from_value,
+)
+from geotoolkit.schema import STATUSES, final_status, passes_on
 from geotoolkit.store import ResultStore, open_store
 from geotoolkit.urls import backend_of
 from geotoolkit.validate import require_country
@@ -31,7 +52,8 @@ from geotoolkit.validate import require_country
 if TYPE_CHECKING:
     import geopandas as gpd
 
-__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "gate_backend", "settle"]
+__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "gate_backend", "settle",
+           "stage_names"]
 
 #: Keyword arguments naming structured-address columns (``country`` may also be a code).
 COLUMN_ARGUMENTS = STRUCTURED_FIELDS
@@ -181,7 +203,7 @@ def plan(frame: pd.DataFrame, columns: Columns) -> Plan:
     return Plan(items, checks)
 
 
-# -- running -------------------------------------------------------------------------------
+# -- running: the stages of a chain -----------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -198,29 +220,155 @@ def opened(options: GeocodeOptions) -> Iterator[tuple[Gate, ResultStore | None]]
         yield gate, store
 
 
+class _Recorder:
+    """A store seen through: remembers the outcomes it answered (cache hits), by identity."""
+
+    def __init__(self, store: ResultStore) -> None:
+        self.store, self.blocking = store, store.blocking
+        self.hits: list[Outcome] = []
+
+    def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]:
+        found = self.store.get_many(keys)
+        self.hits.extend(found.values())
+        return found
+
+    def put(self, key: str, outcome: Outcome) -> None:
+        self.store.put(key, outcome)
+
+
+_RANK = {status: rank for rank, status in enumerate(STATUSES)}  # best first
+
+
+def _rank(outcome: Outcome, minimum: str | None) -> tuple[int, int]:
+    precision = outcome.precision if isinstance(outcome, Match) else "unknown"
+    status = final_status(outcome.status, precision, minimum)
+    return _RANK[status], PRECISIONS.index(precision)
+
+
+class _Stages:
+    """A run over the providers of ``options``, stage after stage, on one gate and cache."""
+
+    def __init__(self, items: list[Query | str], options: GeocodeOptions,
+                 progress: ProgressSink | None) -> None:
+        self.items, self.options = items, options
+        self.sink = StageSink(progress, min_precision=options.min_precision,
+                                          fallback_on=options.fallback_on) if progress is not None else None
+        self.best: list[Outcome | None] = [None] * len(items)
+        self.trail: list[list[Outcome]] = [[] for _ in items]
+        self.sent = [0] * len(items)
+        self.names = stage_names(options.providers)
+
+    async def run(self) -> list[Outcome]:
+        providers = self.options.providers
+        pending = list(range(len(self.items)))
+        with opened(self.options) as (gate, store):
+            for stage in range(1, len(providers) + 1):
+                if self.sink is not None:
+                    self.sink.last = stage == len(providers)
+                    if len(providers) > 1:
+                        self.sink.sink(StageStarted(stage, len(providers), self.names[stage - 1],
+                                                    len(pending), at=self._now()))
+                pending = await self._stage(stage, pending, gate, store)
+                if not pending:
+                    break
+        if self.sink is not None:
+            self.sink.sink(self.sink.finished(self._now(), self._counts()))
+        return [self._final(i) for i in range(len(self.items))]
+
+    async def _stage(self, stage: int, rows: list[int], gate: Gate,
+                     store: ResultStore | None) -> list[int]:
+        provider, name = self.options.providers[stage - 1], self.names[stage - 1]
+        last = stage == len(self.options.providers)
+        recorder = _Recorder(store) if store is not None else None
+        engine = Engine(provider, self.options, gate=gate, store=recorder)
+        outcomes = await engine.run([self.items[i] for i in rows], self.sink)
+        hits = {id(o) for o in recorder.hits} if recorder is not None else set()
+        passing = []
+        for i, answer in zip(rows, outcomes, strict=True):
+            self.sent[i] += 0 if id(answer) in hits else answer.attempts
+            outcome = answer if answer.provider == name else dataclasses.replace(answer, provider=name)
+            self.trail[i].append(outcome)
+            best = self.best[i]
+            minimum = self.options.min_precision
+            if best is None or _rank(outcome, minimum) < _rank(best, minimum):
+                self.best[i] = outcome
+            status = final_status(outcome.status, getattr(outcome, "precision", None), minimum)
+            if not last and passes_on(status, outcome.attempts, self.options.fallback_on):
+                passing.append(i)
+        return passing
+
+    def _final(self, i: int) -> Outcome:
+        """The best answer, its attempts the sum over the stages, a dead letter's reason
+        naming every provider that was asked."""
+        best, trail = self.best[i], self.trail[i]
+        assert best is not None
+        if len(trail) == 1:
+            return best
+        attempts = sum(o.attempts for o in trail)
+        if isinstance(best, NoMatch | Failure):
+            reason = "; ".join(f"{o.provider}: {_why(o)}" for o in trail)
+            return dataclasses.replace(best, reason=reason, attempts=attempts)
+        return dataclasses.replace(best, attempts=attempts)
+
+    def _counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(_RANK, 0)
+        for outcome in self.best:
+            if outcome is not None:
+                counts[list(_RANK)[_rank(outcome, self.options.min_precision)[0]]] += 1
+        return counts
+
+    def _now(self) -> float:
+        return (self.options.clock or SystemClock()).now()
+
+
+def stage_names(providers: Sequence[Provider]) -> list[str]:
+    """How each provider of a chain is named in results: its name, with its host when two
+    providers of the chain share a name (two Nominatim instances).
+
+    >>> from geotoolkit.providers import Nominatim, Photon
+    >>> ua = "docs-example/1.0 (docs@example.org)"
+    >>> stage_names([Nominatim("http://10.0.0.1", user_agent=ua), Nominatim(user_agent=ua)])
+    ['nominatim@10.0.0.1', 'nominatim@nominatim.openstreetmap.org']
+    >>> stage_names([Photon(), Nominatim(user_agent=ua)])
+    ['photon', 'nominatim']
+    """
+    names = [p.name for p in providers]
+    return [f"{p.name}@{p.host}" if names.count(p.name) > 1 else p.name for p in providers]
+
+
+def _why(outcome: Outcome) -> str:
+    if isinstance(outcome, Match):
+        return f"{outcome.precision} match"
+    return outcome.reason
+
+
 async def settle(items: list[Query | str], options: GeocodeOptions,
                  progress: ProgressSink | None = None) -> list[Outcome]:
-    """Settle ``items`` (a Query, or a reason string for unusable input, each) in order."""
-    with opened(options) as (gate, store):
-        engine = Engine(options.resolved_provider, options, gate=gate, store=store)
-        return await engine.run(items, progress)
+    """Settle ``items`` (a Query, or a reason string for unusable input, each) in order.
+
+    With a provider chain, each row's best answer over the stages it went through.
+    """
+    return await _Stages(items, options, progress).run()
 
 
 class FrameJob:
     """A checked geocoding run over one frame: ``await run()``, then ``result(outcomes)``.
 
-    Building it checks the frame and the provider's usage policy and opens nothing.
+    Building it checks the frame and every provider's usage policy and opens nothing.
+    After ``run()``, :attr:`sent` holds the requests each row took in this run (0 for
+    an answer from the cache).
     """
 
     def __init__(self, frame: pd.DataFrame, columns: Columns, options: GeocodeOptions) -> None:
         check_frame(frame, columns, overwrite=options.overwrite_columns)
-        check_usage_policy(options.resolved_provider, rows=len(frame),
-                           gate_backend=gate_backend(options.gate),
-                           cached=options.cache is not False)
+        for provider in options.providers:
+            check_usage_policy(provider, rows=len(frame), gate_backend=gate_backend(options.gate),
+                               cached=options.cache is not False)
         self.columns, self.options = columns, options
         self._plan = plan(frame, columns)
         # Under copy-on-write a shallow copy is a snapshot: later edits to frame do not leak in.
         self.frame = frame.copy(deep=False)
+        self.sent: list[int] = []
 
     @property
     def items(self) -> list[Query | str]:
@@ -229,15 +377,21 @@ class FrameJob:
 
     async def run(self, progress: ProgressSink | None = None) -> list[Outcome]:
         """Settle every row (cached rows are not sent)."""
-        return await settle(self._plan.items, self.options, progress)
+        stages = _Stages(self._plan.items, self.options, progress)
+        outcomes = await stages.run()
+        self.sent = stages.sent
+        return outcomes
 
     def result(self, outcomes: list[Outcome]) -> gpd.GeoDataFrame:
         """The validated EPSG:4326 GeoDataFrame for ``outcomes``."""
         from geotoolkit.orchestration.frame import outcomes_frame
 
-        return outcomes_frame(self.frame, outcomes, country=self._plan.country)
+        return outcomes_frame(self.frame, outcomes, country=self._plan.country,
+                              min_precision=self.options.min_precision,
+                              full_results=self.options.full_results)
 
     def run_sync(self, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
         """Run to the end from synchronous code (also inside Jupyter) and build the result."""
         outcomes = run_sync(lambda: self.run(progress))
         return self.result(outcomes)
+

@@ -176,6 +176,10 @@ sqlite:///path, redis://host:port/db or postgresql://...
             raise ConfigurationError(f"fallback_on takes {', '.join(sorted(_FALLBACK_STATUSES))}, "
                                      f"got {self.fallback_on!r}")
         object.__setattr__(self, "fallback_on", tuple(fallback))
+        if len(self.providers) > 1 and self.rate is not None:
+            raise ConfigurationError(
+                "rate= with a provider chain is ambiguous: each provider runs at its own published "
+                "or default rate; give a rate to a provider itself, e.g. Nominatim(..., rate=2)")
         _check_gate(self.gate)
         _check_cache(self.cache)
         if not isinstance(self.overwrite_columns, bool):

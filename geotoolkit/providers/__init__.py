@@ -4,10 +4,15 @@ Choose one by instance (``OpenCage(api_key=...)``) or by name
 (``get_provider("opencage", api_key=...)``). Each provider's public service is
 described by a ``ProviderPolicy`` in ``POLICIES``: its published rate (the
 default ``rate``), caps, and the terms that matter.
+
+Every provider geocodes a ``Query`` (an address); those with a reverse endpoint
+(``supports_reverse``) also a ``ReverseQuery`` (a point, ``lon`` first), and those
+with a batch endpoint describe it in a ``BatchPolicy`` (``batch``): Census, Mapbox
+and ArcGIS.
 """
 
 from geotoolkit.providers.arcgis import ArcGIS
-from geotoolkit.providers.base import Provider
+from geotoolkit.providers.base import BatchPolicy, ForwardProvider, Provider, batch_policy, can_reverse
 from geotoolkit.providers.census import BATCH_MAX_RECORDS, Census, CensusBatch
 from geotoolkit.providers.geonorge import Geonorge
 from geotoolkit.providers.google import Google
@@ -36,8 +41,10 @@ __all__ = [
     "PROVIDERS",
     "PUBLIC_NOMINATIM",
     "ArcGIS",
+    "BatchPolicy",
     "Census",
     "CensusBatch",
+    "ForwardProvider",
     "Geonorge",
     "Google",
     "Here",
@@ -50,6 +57,8 @@ __all__ = [
     "Provider",
     "ProviderPolicy",
     "UsagePolicyWarning",
+    "batch_policy",
+    "can_reverse",
     "check_usage_policy",
     "get_policy",
     "get_provider",

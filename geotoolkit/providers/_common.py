@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -17,19 +17,23 @@ from geotoolkit.errors import (
     QueryError,
 )
 from geotoolkit.keys import gate_key
+from geotoolkit.providers import _batch
 from geotoolkit.providers._fields import label as clean_label
 from geotoolkit.providers.base import (
     DEFAULT_MAX_QUERY_CHARS,
+    BatchPolicy,
+    check_point,
     check_query,
     check_user_agent,
     client_error,
     decode_json,
     namespace,
+    point_text,
     raise_for_status,
     safe_text,
 )
 from geotoolkit.providers.policies import POLICIES
-from geotoolkit.results import Failure, Match, Outcome, Place, Precision, Query
+from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Precision, Query, ReverseQuery
 
 # What data (not our code's intent) can make a parser raise: a hostile or broken answer.
 _DATA_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError,
@@ -67,7 +71,10 @@ class HTTPProvider:
 
     Subclasses set ``name``, ``default_base_url`` and ``key_param`` and implement
     ``_build`` and ``_parse_body``; they may override ``_check`` to map
-    provider-specific statuses before the common ones.
+    provider-specific statuses before the common ones. A provider with a reverse
+    endpoint sets ``supports_reverse`` and implements ``_build_reverse`` (and
+    ``_parse_reverse`` when its answer differs from the forward one); one with a batch
+    endpoint sets ``batch`` and implements ``_build_batch`` and ``_parse_batch``.
 
     ``build_request`` refuses (``QueryError``) text that cannot be encoded and queries
     longer than ``max_query_chars``; ``parse_response`` turns every answer it cannot
@@ -82,6 +89,10 @@ class HTTPProvider:
     user_agent_required: ClassVar[bool] = False
     #: The longest query text sent (see ``DEFAULT_MAX_QUERY_CHARS``: a GET URL's budget).
     max_query_chars: int = DEFAULT_MAX_QUERY_CHARS
+    #: Whether the provider has a reverse endpoint (``build_request`` takes a ``ReverseQuery``).
+    supports_reverse: bool = False
+    #: The batch endpoint, or ``None``.
+    batch: BatchPolicy | None = None
 
     def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  user_agent: str | None = None, rate: float | None = None) -> None:
@@ -116,51 +127,90 @@ class HTTPProvider:
         """The options that change answers (shown in repr and the cache namespace)."""
         return {}
 
-    def _get(self, path: str, params: dict[str, str]) -> httpx.Request:
+    def _get(self, path: str, params: dict[str, str], base_url: str | None = None) -> httpx.Request:
+        """A GET of ``path`` on ``base_url`` (default the provider's), the key added."""
         if self._api_key is not None and self.key_param is not None:
             params = {**params, self.key_param: self._api_key}
-        return httpx.Request("GET", f"{self.base_url}{path}", params=params,
+        return httpx.Request("GET", f"{base_url or self.base_url}{path}", params=params,
                              headers=self._headers())
 
     def _headers(self) -> dict[str, str]:
         return {"User-Agent": self.user_agent, "Accept": "application/json"}
 
-    def build_request(self, query: Query) -> httpx.Request:
-        """The request for ``query``; ``QueryError`` for one that must not be sent."""
+    def build_request(self, query: Query | ReverseQuery) -> httpx.Request:
+        """The request for ``query`` (an address or a point); ``QueryError`` for one not to send."""
+        if isinstance(query, ReverseQuery):
+            if not self.supports_reverse:
+                raise QueryError(f"{self.name} has no reverse geocoding endpoint", provider=self.name)
+            check_point(query, self.name)
+            return self._guarded(self._build_reverse, query)
         check_query(query, self.name, self.max_query_chars)
+        return self._guarded(self._build, query)
+
+    def _guarded(self, build: Any, query: Any) -> httpx.Request:
+        """``build(query)``, with what httpx or the encoders raise mapped to ``QueryError``."""
         try:
-            return self._build(query)
+            request: httpx.Request = build(query)
         except GeotoolkitError:
             raise
         except (httpx.InvalidURL, UnicodeError, ValueError, TypeError) as exc:
-            raise QueryError(f"{self.name} cannot send this address: "
+            raise QueryError(f"{self.name} cannot send this query: "
                              f"{safe_text(exc, self.secrets, 200)}", provider=self.name) from exc
+        return request
 
     def _build(self, query: Query) -> httpx.Request:
         raise NotImplementedError
 
-    def parse_response(self, query: Query, response: httpx.Response) -> Outcome:
+    def _build_reverse(self, query: ReverseQuery) -> httpx.Request:
+        raise NotImplementedError
+
+    def _point(self, query: ReverseQuery) -> tuple[str, str]:
+        """``(lon, lat)`` as text, rounded as the query's cache key: lon first, always."""
+        return point_text(query.lon, query.decimals), point_text(query.lat, query.decimals)
+
+    def parse_response(self, query: Query | ReverseQuery, response: httpx.Response) -> Outcome:
         """Return an outcome, or raise the ProviderError that stops or retries.
 
         Whatever the response holds, nothing but a ``ProviderError`` is raised: an
         answer that cannot be read is a ``Failure`` (``error="ProviderResponseError"``).
         """
+        if isinstance(query, ReverseQuery):
+            if not self.supports_reverse:
+                return Failure(reason=f"{self.name} has no reverse geocoding endpoint",
+                               error="QueryError", provider=self.name)
+            return self._parse(response, self._json(self._parse_reverse))
+        return self._parse(response, self._json(self._parse_body))
+
+    def _parse(self, response: httpx.Response, parse_body: Any) -> Outcome:
+        outcome: Outcome = self._read(lambda: self._answer(response, parse_body), "an answer")
+        return outcome
+
+    def _answer(self, response: httpx.Response, parse_body: Any) -> Any:
+        """The shared template: provider statuses, shared statuses, 4xx, then the body."""
+        early = self._check(response)
+        if early is not None:
+            return early
+        raise_for_status(response, self.name)
+        if response.status_code >= 400:
+            return client_error(response, self.name, self.secrets)
+        return parse_body(response)
+
+    def _read(self, read: Any, what: str) -> Any:
+        """``read()``; what a hostile answer makes it raise is a ``Failure`` (ProviderErrors pass)."""
         try:
-            early = self._check(response)
-            if early is not None:
-                return early
-            raise_for_status(response, self.name)
-            if response.status_code >= 400:
-                return client_error(response, self.name, self.secrets)
-            return self._parse_body(decode_json(response, self.name, self.secrets))
+            return read()
         except ProviderResponseError as exc:
             return Failure(reason=str(exc), error=type(exc).__name__, provider=self.name)
         except GeotoolkitError:
             raise
         except _DATA_ERRORS as exc:
-            return Failure(reason=self._reason(f"{self.name} sent an answer it could not read "
+            return Failure(reason=self._reason(f"{self.name} sent {what} it could not read "
                                                f"({type(exc).__name__}: {exc})"),
                            error="ProviderResponseError", provider=self.name)
+
+    def _json(self, parse_body: Any) -> Any:
+        """``parse_body`` applied to the decoded JSON of a response."""
+        return lambda response: parse_body(decode_json(response, self.name, self.secrets))
 
     def _reason(self, text: object) -> str:
         """Text (from a response, in part) fit for a reason: redacted and capped."""
@@ -172,6 +222,92 @@ class HTTPProvider:
 
     def _parse_body(self, body: Any) -> Outcome:
         raise NotImplementedError
+
+    def _parse_reverse(self, body: Any) -> Outcome:
+        """A reverse answer; by default read as a forward one (the same format)."""
+        return self._parse_body(body)
+
+    def _nothing_here(self) -> NoMatch:
+        """The provider answered a reverse query and found nothing at the point."""
+        return NoMatch(reason="nothing found at this point", provider=self.name)
+
+    # -- batch ------------------------------------------------------------------------------
+
+    def build_batch_request(self, queries: Sequence[Query | ReverseQuery]) -> httpx.Request:
+        """One request for ``queries``; unsendable ones are left out (their ``Failure`` comes
+        from ``parse_batch_response``).
+
+        ``ConfigurationError`` without a batch endpoint, for no queries or more than
+        ``batch.max_queries``; ``QueryError`` when none can be sent or the body is
+        over ``batch.max_bytes``.
+        """
+        policy = self._batch_policy()
+        if not 0 < len(queries) <= policy.max_queries:
+            raise ConfigurationError(f"a {self.name} batch takes 1 to {policy.max_queries} queries, "
+                                     f"got {len(queries)}")
+        items, refused = _batch.plan(queries, self._refuse, self.name)
+        if not items:
+            raise QueryError(f"no query of this batch can be sent to {self.name} "
+                             f"(the first: {refused[0].reason})", provider=self.name)
+        request = self._guarded(self._build_batch, items)
+        size = len(request.read())
+        if policy.max_bytes is not None and size > policy.max_bytes:
+            raise QueryError(f"this {self.name} batch is {size:,} bytes, over the {policy.max_bytes:,}"
+                             "-byte limit: send fewer queries", provider=self.name)
+        return request
+
+    def _batch_policy(self) -> BatchPolicy:
+        if self.batch is None:
+            raise ConfigurationError(f"{self.name} has no batch endpoint")
+        return self.batch
+
+    def _refuse(self, query: Query | ReverseQuery) -> None:
+        """Raise ``QueryError`` for a query this provider's batch must not carry."""
+        if isinstance(query, ReverseQuery):
+            if self.batch is None or not self.batch.reverse:
+                raise QueryError(f"{self.name}'s batch endpoint takes addresses, not points",
+                                 provider=self.name)
+            check_point(query, self.name)
+        else:
+            check_query(query, self.name, self.max_query_chars)
+
+    def parse_batch_response(self, queries: Sequence[Query | ReverseQuery],
+                             response: httpx.Response) -> list[Outcome]:
+        """One outcome per query, in order; raises only the ProviderError that stops or retries.
+
+        A row the provider answers as nothing found is a ``NoMatch``, one it could not
+        read a ``Failure`` with the reason; a whole answer that cannot be read (or a
+        4xx) is every sent query's ``Failure``; a query the answer does not account
+        for is a ``Failure`` ("missing from the batch answer"); extra rows are ignored.
+        """
+        if self.batch is None:
+            whole: Outcome = Failure(reason=f"{self.name} has no batch endpoint", error="QueryError",
+                                     provider=self.name)
+            return _batch.settle(len(queries), {}, {}, whole, self.name)
+        items, refused = _batch.plan(queries, self._refuse, self.name)
+        found, answer = self._batch_answer(response, items)
+        return _batch.settle(len(queries), refused, found, answer, self.name)
+
+    def _batch_answer(self, response: httpx.Response,
+                      items: list[_batch.Item]) -> tuple[Mapping[int, Outcome], Outcome | None]:
+        """The outcomes by position, or one outcome for the whole batch."""
+        found = self._read(lambda: self._answer(response, lambda r: self._parse_batch(r, items)),
+                           "a batch answer")
+        return (found, None) if isinstance(found, Mapping) else ({}, found)
+
+    def _build_batch(self, items: list[_batch.Item]) -> httpx.Request:
+        raise NotImplementedError
+
+    def _parse_batch(self, response: httpx.Response,
+                     items: list[_batch.Item]) -> Mapping[int, Outcome] | Outcome:
+        """The outcomes of a 2xx batch answer by position in the caller's sequence, or one
+        outcome for the whole batch (an error object in a 200)."""
+        raise NotImplementedError
+
+    def _row(self, parse: Any, value: object) -> Outcome:
+        """One row of a batch answer read with ``parse``: what it cannot read is that row's Failure."""
+        outcome: Outcome = self._read(lambda: parse(value), "a batch row")
+        return outcome
 
     def _match(self, lon: object, lat: object, label: object, raw: Any, *,
                precision: Precision = "unknown", score: float | None = None,
@@ -200,6 +336,7 @@ class HTTPProvider:
         if self._api_key is not None:
             parts.append("api_key='***'")
         return f"{type(self).__name__}({', '.join(parts)})"
+
 
 
 def _excerpt(raw: object) -> str:

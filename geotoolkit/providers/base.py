@@ -1,4 +1,4 @@
-"""The sans-I/O provider protocol and helpers shared by providers."""
+"""Helpers shared by providers, and the provider protocol (from ``protocol``, re-exported)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import httpx
 
@@ -22,17 +22,24 @@ from geotoolkit.errors import (
     RateLimitError,
 )
 from geotoolkit.policy import parse_retry_after
+from geotoolkit.providers.protocol import BatchPolicy, ForwardProvider, Provider, batch_policy, can_reverse
 from geotoolkit.redact import redact
-from geotoolkit.results import STRUCTURED_FIELDS, Failure, Outcome, Query
+from geotoolkit.results import STRUCTURED_FIELDS, Failure, Query, ReverseQuery, reverse_query
 
 __all__ = [
     "DEFAULT_MAX_QUERY_CHARS",
     "MAX_REASON_CHARS",
+    "BatchPolicy",
+    "ForwardProvider",
     "Provider",
+    "batch_policy",
+    "can_reverse",
+    "check_point",
     "check_query",
     "check_user_agent",
     "decode_json",
     "json_or_none",
+    "point_text",
     "raise_for_status",
     "response_date",
     "safe_text",
@@ -50,40 +57,36 @@ _LIBRARY_AGENTS = re.compile(
     r"go-http-client|java/|okhttp|libwww-perl|geopy)", re.I)
 
 
-@runtime_checkable
-class Provider(Protocol):
-    """A geocoding service, sans-I/O: it builds requests and parses responses."""
+def check_point(query: ReverseQuery, provider: str) -> None:
+    """Refuse, with ``QueryError``, a point that is not a real ``lon, lat`` pair.
 
-    name: str
-    host: str
-    default_rate: float | None
-    #: The longest query text (characters) the provider accepts; longer ones are refused.
-    max_query_chars: int
+    >>> check_point(ReverseQuery(9.52, 47.14), "photon")
+    >>> check_point(ReverseQuery(47.14, 95.0), "photon")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.QueryError: latitude 95.0 out of range [-90, 90]
+    """
+    try:
+        checked = reverse_query(query.lon, query.lat)
+    except (OverflowError, ValueError, TypeError) as exc:  # an int too large for a float
+        raise QueryError(f"coordinates are not usable numbers ({exc})", provider=provider) from None
+    if isinstance(checked, str):
+        raise QueryError(checked, provider=provider)
+    if isinstance(query.decimals, bool) or not isinstance(query.decimals, int):
+        raise QueryError(f"decimals must be an integer, got {query.decimals!r}", provider=provider)
 
-    @property
-    def secrets(self) -> tuple[str, ...]:
-        """The secret strings this provider sends (its API key), or ``()``: hidden everywhere."""
-        ...
 
-    @property
-    def gate_key(self) -> str:
-        """The fleet gate key: provider host and a hash of the API key."""
-        ...
+def point_text(value: float, decimals: int) -> str:
+    """A coordinate as the query's key rounds it: fixed notation, never ``-0`` or ``1e-07``.
 
-    def cache_namespace(self) -> str:
-        """What besides the address changes an answer: provider, host, parameters."""
-        ...
+    What is sent is what the cache key says (``ReverseQuery.key()``); ``decimals`` is
+    held to 0-10 (10 decimals of a degree are about 0.01 mm).
 
-    def build_request(self, query: Query) -> httpx.Request:
-        """The request for ``query``; ``QueryError`` for a query that must not be sent."""
-        ...
-
-    def parse_response(self, query: Query, response: httpx.Response) -> Outcome:
-        """Return an outcome, or raise the ProviderError that stops or retries.
-
-        Never raises anything but a ``ProviderError``, whatever the response holds.
-        """
-        ...
+    >>> point_text(9.5219512, 6), point_text(-0.0000001, 6), point_text(1e-7, 7)
+    ('9.521951', '0.000000', '0.0000001')
+    """
+    digits = min(max(decimals, 0), 10)
+    return f"{round(float(value), digits) + 0.0:.{digits}f}"
 
 
 def check_query(query: Query, provider: str, max_chars: int) -> None:

@@ -16,7 +16,7 @@ from geotoolkit.errors import (
 from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider, one_line
 from geotoolkit.providers.precision import precision_of
-from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query, ReverseQuery
 
 __all__ = ["GOOGLE", "Google"]
 
@@ -32,6 +32,10 @@ class Google(HTTPProvider):
     (AuthenticationError: stop), ``INVALID_REQUEST`` (a Failure) and
     ``UNKNOWN_ERROR`` (retried). Structured queries are joined into ``address``;
     a ``country`` also becomes a ``components`` filter.
+
+    Reverse: the same endpoint with ``latlng=LAT,LNG``, **latitude first** (the query's
+    ``lon, lat`` are swapped here, once); the first result is the most precise one
+    Google has at the point, and ``ZERO_RESULTS`` is a ``NoMatch``.
 
     The precision comes from ``geometry.location_type`` (``ROOFTOP``,
     ``RANGE_INTERPOLATED``) and the result's ``types``; Google gives no score. The
@@ -51,12 +55,15 @@ class Google(HTTPProvider):
     --------
     >>> Google(api_key="example").build_request(Query(text="Oslo")).url.params["address"]
     'Oslo'
+    >>> Google(api_key="example").build_request(ReverseQuery(10.75, 59.91)).url.params["latlng"]
+    '59.910000,10.750000'
     """
 
     name = "google"
     default_base_url = GOOGLE
     key_param = "key"
     key_required = True
+    supports_reverse = True
 
     def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  language: str | None = None, region: str | None = None,
@@ -75,6 +82,13 @@ class Google(HTTPProvider):
             params["language"] = self.language
         if self.region:
             params["region"] = self.region
+        return self._get("/maps/api/geocode/json", params)
+
+    def _build_reverse(self, query: ReverseQuery) -> httpx.Request:
+        lon, lat = self._point(query)
+        params = {"latlng": f"{lat},{lon}"}  # LAT first
+        if self.language:
+            params["language"] = self.language
         return self._get("/maps/api/geocode/json", params)
 
     def _parse_body(self, body: Any) -> Outcome:

@@ -8,14 +8,16 @@ from typing import Any
 import httpx
 
 from geotoolkit.providers import _fields as f
-from geotoolkit.providers._common import HTTPProvider
+from geotoolkit.providers._common import HTTPProvider, parse_base_url
 from geotoolkit.providers.base import json_or_none
 from geotoolkit.providers.precision import precision_of
-from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query, ReverseQuery
 
-__all__ = ["HERE", "Here"]
+__all__ = ["HERE", "HERE_REVERSE", "Here"]
 
 HERE = "https://geocode.search.hereapi.com"
+#: HERE serves reverse geocoding from its own host.
+HERE_REVERSE = "https://revgeocode.search.hereapi.com"
 
 # HERE qualified-query (``qq``) subfield for each of our Query fields.
 _QUALIFIED = {"housenumber": "houseNumber", "street": "street", "city": "city",
@@ -28,6 +30,11 @@ class Here(HTTPProvider):
 
     Structured queries use HERE's qualified query (``qq=street=…;city=…``).
 
+    Reverse: ``/v1/revgeocode?at=LAT,LNG``, **latitude first** (the query's ``lon, lat``
+    are swapped here, once), on HERE's reverse host :data:`HERE_REVERSE` (or on
+    ``reverse_base_url``; with another ``base_url``, on that one). ``items: []`` is a
+    ``NoMatch``; the item is read as forward (a reverse item has no ``scoring``).
+
     The precision comes from ``resultType`` refined by ``houseNumberType`` (``PA``
     point address, ``interpolated``), ``localityType`` and ``administrativeAreaType``;
     the score is ``scoring.queryScore`` (0-1). The place id is HERE's ``id``, the
@@ -39,6 +46,9 @@ class Here(HTTPProvider):
         Required, sent as ``apiKey``; never shown in reprs, logs or gate keys.
     language
         Label language (``lang``, BCP 47).
+    reverse_base_url
+        Where reverse queries go; default :data:`HERE_REVERSE` for HERE's own
+        ``base_url``, else ``base_url`` itself (a proxy or a simulator serving both).
     base_url, user_agent, rate
         As for every provider; the default rate is the Base plan's 5/s.
 
@@ -47,21 +57,30 @@ class Here(HTTPProvider):
     >>> q = Query(street="Karl Johans gate", housenumber="1", city="Oslo")
     >>> Here(api_key="example").build_request(q).url.params["qq"]
     'houseNumber=1;street=Karl Johans gate;city=Oslo'
+    >>> url = Here(api_key="example").build_request(ReverseQuery(10.75, 59.91)).url
+    >>> url.host, url.path, url.params["at"]
+    ('revgeocode.search.hereapi.com', '/v1/revgeocode', '59.910000,10.750000')
     """
 
     name = "here"
     default_base_url = HERE
     key_param = "apiKey"
     key_required = True
+    supports_reverse = True
 
     def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
-                 language: str | None = None, user_agent: str | None = None,
-                 rate: float | None = None) -> None:
+                 language: str | None = None, reverse_base_url: str | None = None,
+                 user_agent: str | None = None, rate: float | None = None) -> None:
         super().__init__(base_url, api_key=api_key, user_agent=user_agent, rate=rate)
         self.language = language
+        default = HERE_REVERSE if self.base_url == HERE else self.base_url
+        self.reverse_base_url = parse_base_url(reverse_base_url or default)[0]
 
     def _options(self) -> dict[str, Any]:
-        return {"language": self.language}
+        options: dict[str, Any] = {"language": self.language}
+        if self.reverse_base_url not in (HERE_REVERSE, self.base_url):  # an unusual split only
+            options["reverse_base_url"] = self.reverse_base_url
+        return options
 
     def _build(self, query: Query) -> httpx.Request:
         params = {"limit": "1"}
@@ -73,6 +92,13 @@ class Here(HTTPProvider):
         if self.language:
             params["lang"] = self.language
         return self._get("/v1/geocode", params)
+
+    def _build_reverse(self, query: ReverseQuery) -> httpx.Request:
+        lon, lat = self._point(query)
+        params = {"at": f"{lat},{lon}", "limit": "1"}  # LAT first
+        if self.language:
+            params["lang"] = self.language
+        return self._get("/v1/revgeocode", params, self.reverse_base_url)
 
     def _check(self, response: httpx.Response) -> Outcome | None:
         if response.status_code in (400, 404, 405, 422):

@@ -23,13 +23,17 @@ LOCATIONIQ_EU = "https://eu1.locationiq.com/v1"
 
 
 class LocationIQ(Nominatim):
-    """LocationIQ ``/v1/search`` (format=json), parsed as Nominatim, sans-I/O.
+    """LocationIQ ``/v1/search`` and ``/v1/reverse`` (format=json), parsed as Nominatim, sans-I/O.
 
     Differences from Nominatim: the key (``key`` parameter) is required, a
     no-match is ``404 {"error": "Unable to geocode"}``, and ``429`` with
     ``"Rate Limited Day"`` means the daily quota is spent (``QuotaExceededError``).
     ``format=json`` has no ``place_rank``: the request asks for ``matchquality=1``,
     whose ``matchlevel`` and ``matchtype`` (``interpolated``) give the precision.
+
+    Reverse: ``/v1/reverse?lat=…&lon=…`` (named parameters, as Nominatim's); nothing
+    there is the same ``404 {"error": "Unable to geocode"}`` (a ``NoMatch``). The
+    precision of a reverse match comes from its ``class``/``type``.
 
     Parameters
     ----------
@@ -79,10 +83,13 @@ class LocationIQ(Nominatim):
     def _params(self, query: Query) -> dict[str, str]:
         return {**super()._params(query), "format": "json", "matchquality": "1"}
 
+    def _reverse_params(self, lon: str, lat: str) -> dict[str, str]:
+        return {**super()._reverse_params(lon, lat), "format": "json"}
+
     def _check(self, response: httpx.Response) -> Outcome | None:
         message = _error_message(response) if response.status_code in (404, 429) else ""
         if response.status_code == 404 and message.lower().startswith("unable to geocode"):
-            return NoMatch(provider=self.name)
+            return NoMatch(provider=self.name)  # for a reverse query too: nothing there
         if response.status_code == 429 and "day" in message.lower():
             raise QuotaExceededError(f"locationiq daily quota spent ({self._reason(message)})",
                                      provider=self.name, status_code=429)

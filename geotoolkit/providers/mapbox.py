@@ -1,7 +1,8 @@
-"""Mapbox Geocoding API v6 (forward), with an access token."""
+"""Mapbox Geocoding API v6 (forward, reverse and batch), with an access token."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,15 +10,19 @@ import httpx
 
 from geotoolkit.errors import RateLimitError
 from geotoolkit.providers import _fields as f
+from geotoolkit.providers._batch import Item
 from geotoolkit.providers._common import HTTPProvider
 from geotoolkit.providers._geojson import first_feature, point_of
-from geotoolkit.providers.base import response_date
+from geotoolkit.providers.base import BatchPolicy, decode_json, response_date
 from geotoolkit.providers.precision import MAPBOX_CONFIDENCE, precision_of
-from geotoolkit.results import NoMatch, Outcome, Place, Query
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query, ReverseQuery
 
-__all__ = ["MAPBOX", "Mapbox"]
+__all__ = ["MAPBOX", "MAPBOX_BATCH", "Mapbox"]
 
 MAPBOX = "https://api.mapbox.com"
+#: ``/search/geocode/v6/batch``: up to 1,000 forward or reverse queries per request, each
+#: counted as one request against the rate limit and billed as one.
+MAPBOX_BATCH = BatchPolicy(max_queries=1000, cost="query", reverse=True)
 
 # Mapbox v6 structured-input parameter for each of our Query fields.
 # The Place field a feature of this type fills with its own name.
@@ -28,11 +33,21 @@ _STRUCTURED = {"housenumber": "address_number", "street": "street", "city": "pla
 
 
 class Mapbox(HTTPProvider):
-    """Mapbox ``/search/geocode/v6/forward``, sans-I/O; GeoJSON ``[lon, lat]``.
+    """Mapbox ``/search/geocode/v6/forward``, ``/reverse`` and ``/batch``, sans-I/O; GeoJSON ``[lon, lat]``.
 
     Structured queries use v6 structured input (``address_number``, ``street``,
     ``place``, ``region``, ``postcode``, ``country``). A 429 without
     ``Retry-After`` takes its hint from ``X-Rate-Limit-Reset``.
+
+    Reverse: ``/search/geocode/v6/reverse?longitude=…&latitude=…`` (named parameters,
+    longitude first as everywhere in Mapbox); the features come finest first
+    (address, street, postcode, place, region, country) and the first one is the
+    match; no features is a ``NoMatch``.
+
+    Batch (:data:`MAPBOX_BATCH`): ``POST /search/geocode/v6/batch`` with a JSON array
+    of query objects (forward ``{"q": …}`` or structured fields, reverse
+    ``{"longitude": …, "latitude": …}``), answered by ``{"batch": [FeatureCollection,
+    …]}`` in the same order. Each query counts as one request against the rate limit.
 
     Parameters
     ----------
@@ -52,6 +67,9 @@ class Mapbox(HTTPProvider):
     --------
     >>> Mapbox(api_key="pk.example").build_request(Query(text="Oslo")).url.path
     '/search/geocode/v6/forward'
+    >>> request = Mapbox(api_key="pk.example").build_request(ReverseQuery(10.75, 59.91))
+    >>> request.url.path, request.url.params["longitude"], request.url.params["latitude"]
+    ('/search/geocode/v6/reverse', '10.750000', '59.910000')
     """
 
     name = "mapbox"
@@ -60,6 +78,8 @@ class Mapbox(HTTPProvider):
     key_required = True
     #: Documented: ``q`` is at most 256 characters (and 20 words).
     max_query_chars = 256
+    supports_reverse = True
+    batch = MAPBOX_BATCH
 
     def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  permanent: bool = False, country_codes: Sequence[str] | None = None,
@@ -75,17 +95,38 @@ class Mapbox(HTTPProvider):
                 "language": self.language}
 
     def _build(self, query: Query) -> httpx.Request:
-        params = {"limit": "1", "permanent": "true" if self.permanent else "false"}
-        if self.country_codes:
-            params["country"] = ",".join(self.country_codes)
-        if self.language:
-            params["language"] = self.language
-        if query.text is not None:
-            params["q"] = query.text
-        else:
-            params.update({_STRUCTURED[k]: v for k, v in query.structured().items()
-                           if k in _STRUCTURED})
-        return self._get("/search/geocode/v6/forward", params)
+        params = {"limit": "1", "permanent": self._permanent(), **self._filters()}
+        return self._get("/search/geocode/v6/forward", {**params, **_forward(query)})
+
+    def _build_reverse(self, query: ReverseQuery) -> httpx.Request:
+        lon, lat = self._point(query)
+        # No limit: above the default it needs exactly one ``types``; the default gives
+        # one feature per level, finest first.
+        return self._get("/search/geocode/v6/reverse", {
+            "longitude": lon, "latitude": lat, "permanent": self._permanent(), **self._filters()})
+
+    def _permanent(self) -> str:
+        return "true" if self.permanent else "false"
+
+    def _filters(self) -> dict[str, str]:
+        params = {"country": ",".join(self.country_codes), "language": self.language or ""}
+        return {k: v for k, v in params.items() if v}
+
+    def _build_batch(self, items: list[Item]) -> httpx.Request:
+        body = [self._batch_object(query) for _, query in items]
+        params = {"permanent": self._permanent()}
+        if self._api_key is not None:
+            params[self.key_param or "access_token"] = self._api_key
+        return httpx.Request("POST", f"{self.base_url}/search/geocode/v6/batch", params=params,
+                             content=json.dumps(body, ensure_ascii=False).encode(),
+                             headers={**self._headers(), "Content-Type": "application/json"})
+
+    def _batch_object(self, query: Query | ReverseQuery) -> dict[str, object]:
+        """One query of the batch body: what its own endpoint takes as parameters."""
+        if isinstance(query, ReverseQuery):
+            lon, lat = self._point(query)
+            return {"longitude": float(lon), "latitude": float(lat), **self._filters()}
+        return {"limit": 1, **self._filters(), **_forward(query)}  # as the GET: the query's own country wins
 
     def _check(self, response: httpx.Response) -> Outcome | None:
         if response.status_code == 429 and "retry-after" not in response.headers:
@@ -110,6 +151,31 @@ class Mapbox(HTTPProvider):
                            score=MAPBOX_CONFIDENCE.get(confidence.lower())
                            if isinstance(confidence, str) else None,
                            place=_place(feature, props))
+
+    def _parse_batch(self, response: httpx.Response, items: list[Item]) -> Mapping[int, Outcome]:
+        """``{"batch": [...]}``: the n-th answer is the n-th query sent."""
+        body = decode_json(response, self.name, self.secrets)
+        answers = body.get("batch") if isinstance(body, Mapping) else None
+        if not isinstance(answers, list):
+            raise self._bad("batch answer without a batch list", body)
+        return {position: self._row(self._batch_row, answer)
+                for (position, _), answer in zip(items, answers, strict=False)}
+
+    def _batch_row(self, answer: object) -> Outcome:
+        """A FeatureCollection, or an error object for a query Mapbox refused."""
+        if isinstance(answer, Mapping) and "features" not in answer:
+            message = f.first_text(answer, "message", "error")
+            if message is not None:
+                return Failure(reason=self._reason(f"mapbox rejected the query: {message}"),
+                               error="QueryError", provider=self.name)
+        return self._parse_body(answer)
+
+
+def _forward(query: Query) -> dict[str, str]:
+    """Free text as ``q``, or v6 structured input."""
+    if query.text is not None:
+        return {"q": query.text}
+    return {_STRUCTURED[k]: v for k, v in query.structured().items() if k in _STRUCTURED}
 
 
 def _place(feature: Mapping[str, Any], props: object) -> Place:

@@ -10,7 +10,7 @@ import httpx
 from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider
 from geotoolkit.providers.precision import precision_of
-from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Query
+from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Query, ReverseQuery
 
 __all__ = ["PUBLIC_NOMINATIM", "Nominatim"]
 
@@ -26,7 +26,13 @@ _REGION = ("state", "province", "region", "state_district", "county")
 
 
 class Nominatim(HTTPProvider):
-    """Nominatim ``/search`` (format=jsonv2), sans-I/O.
+    """Nominatim ``/search`` and ``/reverse`` (format=jsonv2), sans-I/O.
+
+    Reverse: ``/reverse?lat=…&lon=…`` (named parameters, WGS84 degrees; the point is
+    sent from the query's ``lon, lat``) answers one object, the OSM object nearest
+    to the point at building level (``zoom`` 18); ``{"error": "Unable to geocode"}``
+    (nothing there, e.g. at sea) is a ``NoMatch``. The answer's ``lat``/``lon`` are
+    the place's, read as for search.
 
     Each match carries its precision (from ``category``/``type``, ``addresstype``
     and ``place_rank``; an interpolated house number is ``interpolated``), no score
@@ -56,12 +62,15 @@ class Nominatim(HTTPProvider):
     >>> p = Nominatim(user_agent="docs-example/1.0 (docs@example.org)")
     >>> p.build_request(Query(text="Vaduz")).url.params["format"]
     'jsonv2'
+    >>> p.build_request(ReverseQuery(9.5215, 47.1410)).url.query.decode()
+    'format=jsonv2&addressdetails=1&zoom=18&lat=47.141000&lon=9.521500'
     """
 
     name = "nominatim"
     default_base_url = PUBLIC_NOMINATIM
     key_param = "key"
     user_agent_required = True
+    supports_reverse = True
 
     def __init__(
         self,
@@ -94,11 +103,20 @@ class Nominatim(HTTPProvider):
             params.update(self._structured(query))
         if self.country_codes:
             params["countrycodes"] = ",".join(self.country_codes)
-        if self.email:
-            params["email"] = self.email
-        if self.language:
-            params["accept-language"] = self.language
-        return params
+        return {**params, **self._contact()}
+
+    def _contact(self) -> dict[str, str]:
+        params = {"email": self.email, "accept-language": self.language}
+        return {k: v for k, v in params.items() if v}
+
+    def _build_reverse(self, query: ReverseQuery) -> httpx.Request:
+        lon, lat = self._point(query)
+        return self._get("/reverse", self._reverse_params(lon, lat))
+
+    def _reverse_params(self, lon: str, lat: str) -> dict[str, str]:
+        """``/reverse`` takes named ``lat`` and ``lon``; ``countrycodes`` does not apply there."""
+        return {"format": "jsonv2", "addressdetails": "1", "zoom": "18", "lat": lat, "lon": lon,
+                **self._contact()}
 
     @staticmethod
     def _structured(query: Query) -> dict[str, str]:
@@ -122,6 +140,19 @@ class Nominatim(HTTPProvider):
         if not isinstance(item, Mapping):
             raise self._bad("a result is not an object", item)
         return self._result(item)
+
+    def _parse_reverse(self, body: Any) -> Outcome:
+        """One object, or ``{"error": "Unable to geocode"}`` where there is nothing."""
+        if isinstance(body, Mapping) and "error" in body:
+            error = body["error"]
+            message = error.get("message", error) if isinstance(error, Mapping) else error
+            if isinstance(message, str) and message.lower().startswith("unable to geocode"):
+                return self._nothing_here()
+            return Failure(reason=self._reason(f"{self.name} error: {message}"),
+                           error="ProviderError", provider=self.name)
+        if not isinstance(body, Mapping):
+            raise self._bad("reverse answer is not an object", body)
+        return self._result(body)
 
     def _result(self, item: Mapping[str, Any]) -> Match:
         return self._match(item.get("lon"), item.get("lat"), item.get("display_name"), item,

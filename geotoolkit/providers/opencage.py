@@ -12,7 +12,7 @@ from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider, one_line
 from geotoolkit.providers.base import json_or_none
 from geotoolkit.providers.precision import precision_of
-from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query, ReverseQuery
 
 __all__ = ["OPENCAGE", "OpenCage"]
 
@@ -26,6 +26,10 @@ class OpenCage(HTTPProvider):
     the batch with ``QuotaExceededError``, 429 pauses the fleet (``RateLimitError``),
     401/403 raise ``AuthenticationError``, 408 is retried. Structured queries
     are joined into text (OpenCage has a single ``q`` parameter).
+
+    Reverse: the same endpoint with ``q=LAT,LNG``, **latitude first** (OpenCage reads a
+    ``q`` of two numbers as a point; the query's ``lon, lat`` are swapped here, once).
+    ``results: []`` (nothing there) is a ``NoMatch``; the result is read as forward.
 
     The precision comes from ``components._type``; the score is ``confidence / 10``,
     and OpenCage's confidence measures the size of the result's bounding box (10:
@@ -46,12 +50,15 @@ class OpenCage(HTTPProvider):
     --------
     >>> OpenCage(api_key="example").build_request(Query(text="Oslo")).url.path
     '/geocode/v1/json'
+    >>> OpenCage(api_key="example").build_request(ReverseQuery(10.75, 59.91)).url.params["q"]
+    '59.910000,10.750000'
     """
 
     name = "opencage"
     default_base_url = OPENCAGE
     key_param = "key"
     key_required = True
+    supports_reverse = True
 
     def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  country_codes: Sequence[str] | None = None, language: str | None = None,
@@ -71,7 +78,14 @@ class OpenCage(HTTPProvider):
             params["language"] = self.language
         return self._get("/geocode/v1/json", params)
 
-    def parse_response(self, query: Query, response: httpx.Response) -> Outcome:
+    def _build_reverse(self, query: ReverseQuery) -> httpx.Request:
+        lon, lat = self._point(query)
+        params = {"q": f"{lat},{lon}", "limit": "1", "no_annotations": "1"}  # LAT first
+        if self.language:
+            params["language"] = self.language
+        return self._get("/geocode/v1/json", params)
+
+    def parse_response(self, query: Query | ReverseQuery, response: httpx.Response) -> Outcome:
         code = _body_code(response) or response.status_code
         if code == 408:
             raise ProviderUnavailableError("opencage timed out (408)", provider=self.name,

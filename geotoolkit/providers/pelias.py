@@ -12,7 +12,7 @@ from geotoolkit.providers._common import HTTPProvider
 from geotoolkit.providers._geojson import first_feature, point_of
 from geotoolkit.providers.base import json_or_none
 from geotoolkit.providers.precision import precision_of
-from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query
+from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query, ReverseQuery
 
 __all__ = ["GEOCODE_EARTH", "Pelias"]
 
@@ -24,7 +24,11 @@ _STRUCTURED = {"city": "locality", "county": "county", "state": "region",
 
 
 class Pelias(HTTPProvider):
-    """Pelias ``/v1/search`` and ``/v1/search/structured`` (GeoJSON ``[lon, lat]``).
+    """Pelias ``/v1/search``, ``/v1/search/structured`` and ``/v1/reverse`` (GeoJSON ``[lon, lat]``).
+
+    Reverse: ``/v1/reverse?point.lat=…&point.lon=…`` (named parameters); the nearest
+    feature comes first, its ``confidence`` derived from the distance; no features is
+    a ``NoMatch``.
 
     The precision comes from ``layer`` (``match_type: interpolated`` marks an address
     placed by the interpolation service); the score is Pelias's ``confidence`` (0-1);
@@ -50,11 +54,14 @@ class Pelias(HTTPProvider):
     >>> p = Pelias("http://localhost:4000")
     >>> p.build_request(Query(city="Oslo", country="NO")).url.path
     '/v1/search/structured'
+    >>> p.build_request(ReverseQuery(10.75, 59.91)).url.query.decode()
+    'point.lat=59.910000&point.lon=10.750000&size=1'
     """
 
     name = "pelias"
     default_base_url = GEOCODE_EARTH
     key_param = "api_key"
+    supports_reverse = True
 
     def __init__(self, base_url: str | None = None, *, api_key: str | None = None,
                  country_codes: tuple[str, ...] | list[str] | None = None,
@@ -79,6 +86,15 @@ class Pelias(HTTPProvider):
         if query.text is not None:
             return self._get("/v1/search", {"text": query.text, **params})
         return self._get("/v1/search/structured", {**_structured(query), **params})
+
+    def _build_reverse(self, query: ReverseQuery) -> httpx.Request:
+        lon, lat = self._point(query)
+        params = {"point.lat": lat, "point.lon": lon, "size": "1"}
+        if self.country_codes:
+            params["boundary.country"] = ",".join(self.country_codes)
+        if self.language:
+            params["lang"] = self.language
+        return self._get("/v1/reverse", params)
 
     def _check(self, response: httpx.Response) -> Outcome | None:
         if 400 <= response.status_code < 500 and response.status_code not in (401, 402, 403, 429):

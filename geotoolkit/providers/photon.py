@@ -11,7 +11,7 @@ from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider, one_line
 from geotoolkit.providers._geojson import first_feature, point_of
 from geotoolkit.providers.precision import precision_of
-from geotoolkit.results import NoMatch, Outcome, Place, Query
+from geotoolkit.results import NoMatch, Outcome, Place, Query, ReverseQuery
 
 __all__ = ["PUBLIC_PHOTON", "Photon"]
 
@@ -19,7 +19,10 @@ PUBLIC_PHOTON = "https://photon.komoot.io"
 
 
 class Photon(HTTPProvider):
-    """Photon ``/api`` (GeoJSON, coordinates ``[lon, lat]``), sans-I/O.
+    """Photon ``/api`` and ``/reverse`` (GeoJSON, coordinates ``[lon, lat]``), sans-I/O.
+
+    Reverse: ``/reverse?lon=…&lat=…`` (named parameters, WGS84 degrees); the nearest
+    OSM object comes first; no features is a ``NoMatch``.
 
     Photon has no structured search here: structured queries are joined into text.
     The precision comes from ``type`` (then ``osm_key``/``osm_value``); Photon gives
@@ -40,10 +43,13 @@ class Photon(HTTPProvider):
     --------
     >>> Photon().build_request(Query(text="Oslo")).url.params["q"]
     'Oslo'
+    >>> Photon().build_request(ReverseQuery(10.75, 59.91)).url.query.decode()
+    'lon=10.750000&lat=59.910000&limit=1'
     """
 
     name = "photon"
     default_base_url = PUBLIC_PHOTON
+    supports_reverse = True
 
     def __init__(self, base_url: str | None = None, *, language: str | None = None,
                  user_agent: str | None = None, rate: float | None = None) -> None:
@@ -58,6 +64,13 @@ class Photon(HTTPProvider):
         if self.language:
             params["lang"] = self.language
         return self._get("/api", params)
+
+    def _build_reverse(self, query: ReverseQuery) -> httpx.Request:
+        lon, lat = self._point(query)
+        params = {"lon": lon, "lat": lat, "limit": "1"}
+        if self.language:
+            params["lang"] = self.language
+        return self._get("/reverse", params)
 
     def _parse_body(self, body: Any) -> Outcome:
         try:

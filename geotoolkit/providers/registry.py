@@ -5,11 +5,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.providers.arcgis import ArcGIS
-from geotoolkit.providers.base import Provider
+from geotoolkit.providers.base import ForwardProvider, Provider
 from geotoolkit.providers.census import Census
 from geotoolkit.providers.geonorge import Geonorge
 from geotoolkit.providers.google import Google
@@ -74,19 +74,22 @@ def get_provider(name: str, **options: Any) -> Provider:
     return provider
 
 
-def resolve_provider(provider: Provider | str, *, api_key: str | None = None,
+def resolve_provider(provider: Provider | ForwardProvider | str, *, api_key: str | None = None,
                      user_agent: str | None = None, base_url: str | None = None) -> Provider:
     """A provider instance passed through, or one built by name with the given options.
 
     ``api_key``, ``user_agent`` and ``base_url`` only go with a name: an instance
     already has its own (passing them too is refused, so nothing is silently ignored).
+    An instance needs only the members of ``ForwardProvider`` (one written before
+    reverse geocoding and batches): read its capabilities with ``can_reverse()`` and
+    ``batch_policy()``, which say no for one that does not declare them.
 
     >>> resolve_provider("photon", base_url="http://127.0.0.1:2322").host
     '127.0.0.1:2322'
     """
     if isinstance(provider, str):
         return get_provider(provider, api_key=api_key, user_agent=user_agent, base_url=base_url)
-    if not isinstance(provider, Provider):
+    if not isinstance(provider, ForwardProvider):
         raise ConfigurationError(
             f"provider must be a geotoolkit provider such as Nominatim(...) or a name such as "
             f"'photon', got {type(provider).__name__}")
@@ -95,4 +98,4 @@ def resolve_provider(provider: Provider | str, *, api_key: str | None = None,
     if given:
         raise ConfigurationError(
             f"{', '.join(given)} go to the provider's constructor when passing an instance")
-    return provider
+    return cast(Provider, provider)

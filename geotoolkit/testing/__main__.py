@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from geotoolkit.testing.faults import FAULTS, parse_fault
 from geotoolkit.testing.limiters import LIMITERS
-from geotoolkit.testing.simulator import ProviderSimulator, RetryAfterMode
+from geotoolkit.testing.simulator import FORMATS, ProviderSimulator, RetryAfterMode
 
 
 def _retry_after(value: str) -> RetryAfterMode:
@@ -32,22 +32,23 @@ def _fault(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _burst(value: str) -> int:
+def _whole(value: str) -> int:
     try:
-        burst = int(value)
+        number = int(value)
     except ValueError:
-        burst = -1
-    if burst < 0:
-        raise argparse.ArgumentTypeError("burst must be a whole number >= 0")
-    return burst
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError("expected a whole number >= 0")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m geotoolkit.testing",
-        description="A local Nominatim-compatible /search server on 127.0.0.1, for offline "
-        "tests. Script failures with tokens in the address, optionally with xN (e.g. "
-        "#503x2): " + " ".join("#" + name for name in FAULTS) + ".",
+        description="A local geocoding server on 127.0.0.1 that speaks every provider's API "
+        f"({', '.join(FORMATS)}), forward, reverse and in batches, for offline tests. Script "
+        "failures with tokens in the address, optionally with xN (e.g. #503x2): "
+        + " ".join("#" + name for name in FAULTS) + ".",
     )
     parser.add_argument("--port", type=int, default=8080, help="port (0: any free port)")
     parser.add_argument("--rate-limit", type=float, default=None, help="requests/s per key")
@@ -57,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the per-key rate limit is enforced (default: sliding-window)",
     )
     parser.add_argument(
-        "--burst", type=_burst, default=None,
+        "--burst", type=_whole, default=None,
         help="gcra/leaky-bucket: requests allowed ahead of the rate (default 0); "
         "token-bucket: its capacity (default: the rate)",
     )
@@ -78,6 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a fault for every search, e.g. trickle, huge, status=502 (default: none)",
     )
     parser.add_argument("--trickle-interval-seconds", type=float, default=0.5)
+    parser.add_argument(
+        "--batch-cost", choices=("request", "row"), default="request",
+        help="what a batch takes from the rate limit and the daily cap (default: request)",
+    )
+    parser.add_argument(
+        "--batch-hang-over", type=_whole, default=None, metavar="N",
+        help="a batch of more than N records stays silent for --hang-seconds",
+    )
     parser.add_argument("--seed", type=int, default=0)
     return parser
 
@@ -97,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         hang_seconds=args.hang_seconds,
         fault=args.fault,
         trickle_interval_seconds=args.trickle_interval_seconds,
+        batch_cost=args.batch_cost,
+        batch_hang_over=args.batch_hang_over,
         seed=args.seed,
         port=args.port,
     )
@@ -104,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         print(f"geotoolkit provider simulator listening on {sim.url}", flush=True)
         print(f"  try: curl '{sim.url}/search?q=St%C3%A4dtle+38,+Vaduz&format=jsonv2'")
+        print(f"       curl '{sim.url}/maps/api/geocode/json?latlng=47.1397,9.5219&key=any'")
+        print(f"  every provider answers at its own paths, or under {sim.url}/<provider>")
         print("  press Ctrl-C to stop", flush=True)
         while True:
             time.sleep(3600)

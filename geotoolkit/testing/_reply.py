@@ -1,16 +1,14 @@
 """What the simulator answers: a ``Reply`` decided under the lock, its body rendered after.
 
-Private to :mod:`geotoolkit.testing`; stdlib only (plus the simulator's ``_places``).
+Private to :mod:`geotoolkit.testing`; stdlib only.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Final, Literal
-
-from geotoolkit.testing._places import Place, resolve
 
 __all__ = [
     "JSON",
@@ -19,9 +17,11 @@ __all__ = [
     "Answer",
     "Body",
     "Delivery",
+    "Marks",
     "PaddedBody",
     "Reply",
     "error_reply",
+    "json_reply",
 ]
 
 #: Status logged for a request answered by dropping the connection.
@@ -68,34 +68,28 @@ class PaddedBody:
 Body = bytes | PaddedBody
 
 
+#: Placeholders by field (``label``, ``lon``, ``lat``) put into an answer in place of the
+#: real values, for faults that splice raw text into a valid body.
+Marks = Mapping[str, str]
+
+
 @dataclass(frozen=True)
 class Answer:
-    """A normal search answer: the query, rendered outside the lock."""
+    """A normal answer, decided under the lock and rendered outside it.
 
-    text: str | None
-    structured: dict[str, str]
-    fmt: str
-    addressdetails: bool
-    countrycodes: str | None
+    ``build(marks)`` renders the body; with ``marks``, the first result carries the
+    placeholders instead of its label and coordinates (a known place stands in when
+    nothing was found). ``json_values``: a placeholder replaces a whole JSON value (it
+    appears quoted); else it appears as raw text inside a field (CSV).
+    """
 
-    def place(self) -> Place | None:
-        place = resolve(self.text, self.structured)
-        codes = self.countrycodes
-        if (
-            place is not None
-            and codes is not None
-            and codes.strip()
-            and "li" not in {c.strip().casefold() for c in codes.split(",")}
-        ):
-            return None
-        return place
-
-    def hits(self) -> list[dict[str, object]]:
-        place = self.place()
-        return [] if place is None else [place.to_json(self.fmt, self.addressdetails)]
+    build: Callable[[Marks], bytes]
+    status: int = 200
+    content_type: str = JSON
+    json_values: bool = True
 
     def render(self) -> bytes:
-        return json.dumps(self.hits(), ensure_ascii=False).encode("utf-8")
+        return self.build({})
 
 
 @dataclass(frozen=True)
@@ -135,3 +129,10 @@ def error_reply(status: int, message: str, retry_after: str | None = None) -> Re
     """A small JSON error: ``{"error": {"code": status, "message": message}}``."""
     body = {"error": {"code": status, "message": message}}
     return Reply(status, json.dumps(body).encode(), retry_after=retry_after)
+
+
+def json_reply(status: int, body: object, *, headers: tuple[tuple[str, str], ...] = (),
+               content_type: str = JSON) -> Reply:
+    """A reply whose body is ``body`` as JSON (UTF-8, non-ASCII kept)."""
+    return Reply(status, json.dumps(body, ensure_ascii=False).encode("utf-8"),
+                 content_type=content_type, headers=headers)

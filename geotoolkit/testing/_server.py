@@ -29,6 +29,7 @@ __all__ = ["HOST", "Owner", "Server", "refusing_url", "unused_url"]
 HOST: Final = "127.0.0.1"
 _MAX_LINE: Final = 65536
 _MAX_HEADERS: Final = 100
+_MAX_BODY: Final = 64 * 1024 * 1024  # a batch upload of 10,000 records is far smaller
 _POLL_SECONDS: Final = 0.02
 _NO_BODY: Final = frozenset({204, 304})
 
@@ -36,8 +37,9 @@ _NO_BODY: Final = frozenset({204, 304})
 class Owner(Protocol):
     """What the server needs from the simulator."""
 
-    def _handle(self, target: str) -> tuple[float, Reply, float]:
-        """``(now, reply, delay_seconds)`` for one request target; logs it."""
+    def _handle(self, method: str, target: str, content_type: str, body: bytes
+                ) -> tuple[float, Reply, float]:
+        """``(now, reply, delay_seconds)`` for one request; logs it."""
 
     def _wait_outage_change(self, epoch: int) -> None:
         """Block until the outage ``epoch`` is over (or the simulator stops)."""
@@ -201,7 +203,8 @@ class Server(ThreadingHTTPServer):
 
 
 class _Handler(socketserver.StreamRequestHandler):
-    """A small HTTP/1.1 keep-alive handler: GET/HEAD only, no request bodies expected.
+    """A small HTTP/1.1 keep-alive handler: GET, HEAD and POST (batch uploads), bodies by
+    ``Content-Length`` or chunked.
 
     ``http.server.BaseHTTPRequestHandler`` parses headers with the email package, which
     costs more than everything else a request does here; this reads only what it needs.
@@ -220,13 +223,14 @@ class _Handler(socketserver.StreamRequestHandler):
         while not self.close_connection:
             self._handle_one()
 
-    def _read_head(self, close: bool) -> tuple[bool, int] | None:
-        """Read the headers: ``(close, body length)``, or ``None`` after answering an error."""
-        length = 0
+    def _read_head(self, close: bool) -> tuple[bool, int, str] | None:
+        """Read the headers: ``(close, body length, content type)``, or ``None`` after
+        answering an error. The length is -1 for a chunked body, -2 for one we refuse."""
+        length, content_type = 0, ""
         for _ in range(_MAX_HEADERS):
             header = self.rfile.readline(_MAX_LINE + 1)
             if header in (b"\r\n", b"\n", b""):
-                return close, length
+                return close, length, content_type
             name, _, value = header.partition(b":")
             name = name.strip().lower()
             if name == b"connection":
@@ -236,11 +240,38 @@ class _Handler(socketserver.StreamRequestHandler):
                 elif b"keep-alive" in tokens:
                     close = False
             elif name == b"content-length":
-                length = int(value.strip()) if value.strip().isdigit() else -1
+                length = int(value.strip()) if value.strip().isdigit() else -2
+            elif name == b"content-type":
+                content_type = value.strip().decode("latin-1")
             elif name == b"transfer-encoding":
-                length = -1
+                length = -1 if value.strip().lower() == b"chunked" else -2
         self._plain(431, "too many headers", close=True)
         return None
+
+    def _read_chunked(self) -> bytes | None:
+        """A chunked body (``None``: malformed or too big)."""
+        body = bytearray()
+        while True:
+            size_line = self.rfile.readline(_MAX_LINE + 1).split(b";")[0].strip()
+            try:
+                size = int(size_line, 16)
+            except ValueError:
+                return None
+            if size == 0:
+                while self.rfile.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers
+                return bytes(body)
+            if len(body) + size > _MAX_BODY:
+                return None
+            body += self.rfile.read(size)
+            self.rfile.readline(_MAX_LINE + 1)
+
+    def _read_body(self, length: int) -> bytes | None:
+        if length == -1:
+            return self._read_chunked()
+        if length < 0 or length > _MAX_BODY:
+            return None
+        return self.rfile.read(length) if length else b""
 
     def _handle_one(self) -> None:
         line = self.rfile.readline(_MAX_LINE + 1)
@@ -260,25 +291,27 @@ class _Handler(socketserver.StreamRequestHandler):
         head = self._read_head(close=version != b"HTTP/1.1")
         if head is None:
             return
-        close, length = head
-        if length < 0:
-            close = True  # a body we will not parse: answer, then drop the connection
-        elif length:
-            self.rfile.read(length)
+        close, length, content_type = head
+        body = self._read_body(length)
+        if body is None:  # a body we will not read: answer, then drop the connection
+            self._plain(413, "request body refused (too big, or an unknown transfer coding)",
+                        close=True)
+            return
         self.close_connection = close
-        if method in (b"GET", b"HEAD"):
-            self._serve(target.decode("latin-1"), head=method == b"HEAD")
+        if method in (b"GET", b"HEAD", b"POST"):
+            self._serve(method.decode("latin-1"), target.decode("latin-1"), content_type, body)
         else:
-            self._plain(405, "only GET and HEAD are supported", close=close)
+            self._plain(405, "only GET, HEAD and POST are supported", close=close)
 
     def _plain(self, code: int, message: str, close: bool) -> None:
         self.close_connection = self.close_connection or close
         body = json.dumps({"error": {"code": code, "message": message}}).encode()
         self._write(Reply(code, body), self._server.owner._now(), head=False)
 
-    def _serve(self, target: str, head: bool) -> None:
+    def _serve(self, method: str, target: str, content_type: str, body: bytes) -> None:
         server = self._server
-        now, reply, delay = server.owner._handle(target)
+        head = method == "HEAD"
+        now, reply, delay = server.owner._handle(method, target, content_type, body)
         if delay > 0 and server.stopping.wait(delay):
             self.close_connection = True
             return

@@ -7,12 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["FAULTS", "Token", "find_tokens", "parse_fault", "strip_tokens"]
+__all__ = ["FAULTS", "ROW_MARKERS", "Token", "find_tokens", "parse_fault", "strip_tokens"]
 
 #: Every fault: what the server does.
 FAULTS: Final[Mapping[str, str]] = {
     "malformed": "200 with a body that is not JSON",
-    "error": '200 with {"error": "Unable to geocode"}',
+    "error": "200 whose body says the lookup failed, in the provider's words "
+             '(Nominatim: {"error": "Unable to geocode"}; Google: UNKNOWN_ERROR; ArcGIS: an error object)',
     "500": "500 Internal Server Error",
     "503": "503 with Retry-After",
     "429": "429 with Retry-After (does not count toward the rate limit)",
@@ -20,7 +21,7 @@ FAULTS: Final[Mapping[str, str]] = {
     "timeout": "silence for hang_seconds (interrupted by stop()), then the answer",
     "trickle": "200, the valid body one trickle_chunk_bytes chunk every trickle_interval_seconds",
     "trickleheaders": "the status line and headers trickled the same way, then the body",
-    "huge": "200 with huge_body_bytes of valid JSON (one result, an enormous display_name)",
+    "huge": "200 with huge_body_bytes of a valid body (one result, an enormous label)",
     "badgzip": "200 with Content-Encoding: gzip and a body that is not gzip",
     "overflow": "200 whose lat/lon are 400-digit JSON numbers (float() overflows)",
     "bignum": "200 whose lat is a 5000-digit JSON number (json.loads refuses it)",
@@ -29,14 +30,23 @@ FAULTS: Final[Mapping[str, str]] = {
     "echo400": "400 whose error message echoes the request target, API key included",
     "resetbody": "200 head with a Content-Length, half the body, then the connection closes",
     "html": "200 with Content-Type text/html: a captive portal page",
-    "status=NNN": "status NNN (200-599) with a small JSON error body",
+    "poison": "500 Internal Server Error; in a batch, any row with it fails the whole batch",
+    "status=NNN": "status NNN (200-599) with the provider's own small error body",
 }
 
-_NAMES = "|".join(
-    re.escape(name) for name in sorted(FAULTS, key=len, reverse=True) if name != "status=NNN"
-)
+#: Row markers: not faults, but data a batch answer reacts to, row by row.
+ROW_MARKERS: Final[Mapping[str, str]] = {
+    "badrow": "batch: this record is malformed in an otherwise good answer",
+    "tie": "Census batch: this record answers Tie",
+}
+
+def _alternatives(names: list[str]) -> str:
+    return "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True) if n != "status=NNN")
+
+
+_NAMES = _alternatives([*FAULTS, *ROW_MARKERS])
 _TOKEN_RE = re.compile(rf"#({_NAMES}|status=[2-5]\d\d)(?:x(\d+))?(?!\w)", re.IGNORECASE)
-_FAULT_RE = re.compile(rf"#?({_NAMES}|status=[2-5]\d\d)", re.IGNORECASE)
+_FAULT_RE = re.compile(rf"#?({_alternatives(list(FAULTS))}|status=[2-5]\d\d)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

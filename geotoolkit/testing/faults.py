@@ -7,22 +7,36 @@ answers normally; several counted tokens run in sequence (``#503x2 #429x1``).
 
 :data:`FAULTS` says what the server does for each (``docs/testing.md`` also says what a
 robust client should do). Faults apply after authentication, the rate limit, the daily
-cap and the parameter checks.
+cap and the parameter checks, and speak each provider's dialect: ``#429`` is a 429 in the
+provider's own error form, ``#huge`` inflates its own label field.
+
+In a batch, the first row whose token is active decides the whole batch's fault
+(``#poison`` is the poison pill: 500); :data:`ROW_MARKERS` (``#badrow``, ``#tie``) spoil
+one record of an otherwise good answer.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from geotoolkit.testing._reply import Answer, Delivery, PaddedBody, Reply, error_reply
-from geotoolkit.testing._tokens import FAULTS, Token, find_tokens, parse_fault, strip_tokens
+from geotoolkit.testing._tokens import (
+    FAULTS,
+    ROW_MARKERS,
+    Token,
+    find_tokens,
+    parse_fault,
+    strip_tokens,
+)
 
 __all__ = [
     "FAULTS",
     "REFUNDED",
+    "ROW_MARKERS",
     "SUCCEEDS",
     "Situation",
     "Token",
@@ -48,7 +62,6 @@ _OVERFLOW_DIGITS: Final = 400
 _BIGNUM_DIGITS: Final = 5000
 _RETRY_AFTER_DIGITS: Final = 4000
 _RETRY_AFTER_JUNK: Final = "whenever (NaN)"
-_MARK: Final = "\ue000GEOTOOLKIT-FAULT\ue000"  # never produced by json.dumps of real data
 
 
 @dataclass(frozen=True)
@@ -63,40 +76,52 @@ class Situation:
     trickle_interval_seconds: float
     trickle_chunk_bytes: int
     huge_body_bytes: int
+    #: The provider's own refusal with a given status (``error(status, message, retry_after)``).
+    error: Callable[[int, str, str | None], Reply] = field(default=lambda status, message, retry_after:
+                                                           error_reply(status, message, retry_after))
+    #: The provider's 200 whose body says the lookup failed (``#error``).
+    in_body_error: Reply = field(default_factory=lambda: Reply(
+        200, json.dumps({"error": "Unable to geocode"}).encode()))
 
 
 def _trickled(s: Situation, delivery: Delivery) -> Reply:
-    return Reply(200, render=s.answer.render, delivery=delivery,
+    return Reply(s.answer.status, render=s.answer.render, delivery=delivery,
                  trickle_interval_seconds=s.trickle_interval_seconds,
                  trickle_chunk_bytes=s.trickle_chunk_bytes)
 
 
-def _hit(answer: Answer) -> dict[str, object]:
-    """The answer's single result (a known place even when the query has no match)."""
-    hits = answer.hits()
-    if hits:
-        return hits[0]
-    fallback = Answer("Städtle 38, 9490 Vaduz", {}, answer.fmt, answer.addressdetails, None)
-    return fallback.hits()[0]
+def _mark(name: str) -> str:
+    return f"\ue000GEOTOOLKIT-FAULT-{name}\ue000"  # never produced by real data
 
 
 def _spliced(answer: Answer, fields: Mapping[str, str]) -> list[bytes]:
-    """The one-result JSON cut where ``fields`` go, with raw JSON text in between."""
-    hit = _hit(answer)
-    for name in fields:
-        hit[name] = _MARK
-    text = json.dumps([hit], ensure_ascii=False)
-    parts = text.split(json.dumps(_MARK, ensure_ascii=False))
-    out = [parts[0].encode()]
-    for raw, part in zip(fields.values(), parts[1:], strict=True):
-        out += [raw.encode(), part.encode()]
-    return out
+    """The answer cut where ``fields`` (label, lon, lat) go, with raw text in between.
+
+    In JSON a placeholder stands for a whole value (the raw text replaces it, quotes and
+    all); in CSV it sits inside a field.
+    """
+    body = answer.build({name: _mark(name) for name in fields})
+    found = {name: _quoted(answer, name) for name in fields}
+    pattern = re.compile(b"|".join(re.escape(token) for token in found.values()))
+    raw = {token: fields[name].encode() for name, token in found.items()}
+    out: list[bytes] = []
+    last = 0
+    for match in pattern.finditer(body):
+        out += [body[last:match.start()], raw[match.group(0)]]
+        last = match.end()
+    return [*out, body[last:]]
+
+
+def _quoted(answer: Answer, name: str) -> bytes:
+    mark = _mark(name)
+    return (json.dumps(mark, ensure_ascii=False) if answer.json_values else mark).encode()
 
 
 def huge_body(answer: Answer, size: int) -> PaddedBody:
-    """Valid JSON of about ``size`` bytes: one result whose display_name is ``x`` * N."""
-    prefix, quote_open, suffix = _spliced(answer, {"display_name": '"'})
-    head, tail = prefix + quote_open, b'"' + suffix
+    """Valid JSON (or CSV) of about ``size`` bytes: one result whose label is ``x`` * N."""
+    quote = '"' if answer.json_values else ""
+    prefix, quote_open, suffix = _spliced(answer, {"label": quote})
+    head, tail = prefix + quote_open, quote.encode() + suffix
     return PaddedBody(head, max(0, size - len(head) - len(tail)), tail)
 
 
@@ -110,49 +135,57 @@ def numeric_body(answer: Answer, digits: int, *, lon: bool = True) -> bytes:
 
 def _echo(s: Situation) -> Reply:
     shown = ", ".join(f"{k}={v}" for k, v in s.params.items())
-    return error_reply(400, f"invalid request: GET {s.target} (parameters: {shown})")
+    return s.error(400, f"invalid request: GET {s.target} (parameters: {shown})", None)
 
 
-def _status(code: int) -> Reply:
+def _status(code: int, s: Situation) -> Reply:
     if code in (204, 304):
         return Reply(code)
-    return error_reply(code, f"simulated status {code}")
+    return s.error(code, f"simulated status {code}", None)
 
 
 def fault_reply(name: str, s: Situation) -> Reply:
     """The reply for fault ``name`` (a key of :data:`FAULTS`, or ``status=NNN``)."""
     if name.startswith("status="):
-        return _status(int(name.partition("=")[2]))
+        return _status(int(name.partition("=")[2]), s)
     simple: dict[str, Callable[[], Reply]] = {
         "malformed": lambda: Reply(200, _MALFORMED_BODY),
-        "error": lambda: Reply(200, json.dumps({"error": "Unable to geocode"}).encode()),
-        "500": lambda: error_reply(500, "internal server error"),
-        "503": lambda: error_reply(503, "service unavailable", s.retry_after),
-        "429": lambda: error_reply(429, "rate limit exceeded", s.retry_after),
+        "error": lambda: s.in_body_error,
+        "500": lambda: s.error(500, "internal server error", None),
+        "503": lambda: s.error(503, "service unavailable", s.retry_after),
+        "429": lambda: s.error(429, "rate limit exceeded", s.retry_after),
         "reset": lambda: Reply(0, delivery="close"),
-        "retryafterhuge": lambda: error_reply(429, "rate limit exceeded", "9" * _RETRY_AFTER_DIGITS),
-        "retryafterjunk": lambda: error_reply(429, "rate limit exceeded", _RETRY_AFTER_JUNK),
+        "retryafterhuge": lambda: s.error(429, "rate limit exceeded", "9" * _RETRY_AFTER_DIGITS),
+        "retryafterjunk": lambda: s.error(429, "rate limit exceeded", _RETRY_AFTER_JUNK),
         "html": lambda: Reply(200, _HTML_PAGE, content_type="text/html; charset=utf-8"),
         "echo400": lambda: _echo(s),
+        "poison": lambda: s.error(500, "internal server error: a poisoned record failed the batch",
+                                  None),
     }
     if name in simple:
         return simple[name]()
     answer = s.answer
+    kind = answer.content_type
     if name == "timeout":
-        return Reply(200, render=answer.render, hang_seconds=s.hang_seconds)
+        return Reply(answer.status, render=answer.render, hang_seconds=s.hang_seconds,
+                     content_type=kind)
     if name == "trickle":
-        return _trickled(s, "trickle")
+        return replace(_trickled(s, "trickle"), content_type=kind)
     if name == "trickleheaders":
-        return _trickled(s, "trickle-headers")
+        return replace(_trickled(s, "trickle-headers"), content_type=kind)
     if name == "huge":
-        return Reply(200, render=lambda: huge_body(answer, s.huge_body_bytes))
+        return Reply(answer.status, render=lambda: huge_body(answer, s.huge_body_bytes),
+                     content_type=kind)
     if name == "badgzip":
-        return Reply(200, render=answer.render, headers=(("Content-Encoding", "gzip"),))
+        return Reply(answer.status, render=answer.render, headers=(("Content-Encoding", "gzip"),),
+                     content_type=kind)
     if name == "overflow":
-        return Reply(200, render=lambda: numeric_body(answer, _OVERFLOW_DIGITS))
+        return Reply(answer.status, render=lambda: numeric_body(answer, _OVERFLOW_DIGITS),
+                     content_type=kind)
     if name == "bignum":
-        return Reply(200, render=lambda: numeric_body(answer, _BIGNUM_DIGITS, lon=False))
+        return Reply(answer.status, render=lambda: numeric_body(answer, _BIGNUM_DIGITS, lon=False),
+                     content_type=kind)
     if name == "resetbody":
-        return Reply(200, render=answer.render, delivery="half")
+        return Reply(answer.status, render=answer.render, delivery="half", content_type=kind)
     raise ValueError(f"unknown fault {name!r}")
 

@@ -4,7 +4,10 @@ Every limiter is a small class holding per-key state and nothing else: no clock,
 no threads (the simulator calls it under its own lock). ``admit(key, now)`` decides one
 request and records it; ``check(key, now)`` says what ``admit`` would decide, changing
 nothing; ``refund(key)`` undoes the last admission of ``key`` (for a scripted 429 that
-must not count). The parameters can be changed at any time with ``configure`` without
+must not count). A request may cost more than one unit (``cost=``: a batch counted per
+row): it is admitted when the key has room for it (or, costing more than the limiter
+ever holds, when the key is idle), and all of its cost is recorded, so a big batch
+delays the key's next requests. The parameters can be changed at any time with ``configure`` without
 losing the per-key history, like a provider changing a plan.
 
 - ``sliding-window``: at most ``rate * window`` admissions in any ``window``;
@@ -142,12 +145,12 @@ class Limiter(ABC):
         return _ceil_seconds(wait_seconds)
 
     @abstractmethod
-    def check(self, key: Key, now: float) -> Verdict:
-        """What ``admit(key, now)`` would decide; records nothing."""
+    def check(self, key: Key, now: float, cost: int = 1) -> Verdict:
+        """What ``admit(key, now, cost)`` would decide; records nothing."""
 
     @abstractmethod
-    def admit(self, key: Key, now: float) -> Verdict:
-        """Decide one request of ``key`` arriving at ``now``, and record it."""
+    def admit(self, key: Key, now: float, cost: int = 1) -> Verdict:
+        """Decide one request of ``key`` costing ``cost`` units at ``now``, and record it."""
 
     @abstractmethod
     def refund(self, key: Key) -> None:
@@ -173,6 +176,7 @@ class SlidingWindow(Limiter):
     _counts_rejections: ClassVar[bool] = False
 
     _log: dict[Key, deque[float]]
+    _costs: dict[Key, int]
 
     def _trimmed(self, key: Key, now: float) -> tuple[deque[float], int, float]:
         capacity, window = _window_shape(self.rate, self.window_seconds)
@@ -182,32 +186,36 @@ class SlidingWindow(Limiter):
         return log, capacity, window
 
     @staticmethod
-    def _wait(log: deque[float], capacity: int, window: float, now: float) -> float:
-        if len(log) < capacity:
+    def _wait(log: deque[float], capacity: int, window: float, now: float, cost: int) -> float:
+        keep = capacity - min(cost, capacity)  # entries that may stay in the window
+        if len(log) <= keep:
             return 0.0
-        return log[-capacity] + window - now
+        return log[len(log) - keep - 1] + window - now
 
-    def check(self, key: Key, now: float) -> Verdict:
+    def check(self, key: Key, now: float, cost: int = 1) -> Verdict:
         log, capacity, window = self._trimmed(key, now)
-        return self._verdict(self._wait(log, capacity, window, now))
+        return self._verdict(self._wait(log, capacity, window, now, cost))
 
-    def admit(self, key: Key, now: float) -> Verdict:
+    def admit(self, key: Key, now: float, cost: int = 1) -> Verdict:
         log, capacity, window = self._trimmed(key, now)
-        verdict = self._verdict(self._wait(log, capacity, window, now))
+        verdict = self._verdict(self._wait(log, capacity, window, now, cost))
         if verdict.admitted:
-            log.append(now)
+            log.extend([now] * cost)
+            self._costs[key] = cost
         elif self._counts_rejections:  # logged all the same: it counts against the key
-            log.append(now)
-            verdict = self._verdict(self._wait(log, capacity, window, now))
+            log.extend([now] * cost)
+            verdict = self._verdict(self._wait(log, capacity, window, now, cost))
         return verdict
 
     def refund(self, key: Key) -> None:
         log = self._log.get(key)
-        if log:
-            log.pop()
+        for _ in range(self._costs.pop(key, 1)):
+            if log:
+                log.pop()
 
     def clear(self) -> None:
         self._log = {}
+        self._costs = {}
 
 
 class SlidingLog(SlidingWindow):
@@ -237,32 +245,36 @@ class FixedWindow(Limiter):
     name = "fixed-window"
 
     _counts: dict[Key, tuple[int, int]]
+    _costs: dict[Key, int]
 
-    def _state(self, key: Key, now: float) -> tuple[int, int, float]:
-        """``(window index, admissions in it, wait)`` for ``key`` at ``now``."""
+    def _state(self, key: Key, now: float, cost: int) -> tuple[int, int, float]:
+        """``(window index, units used in it, wait)`` for ``key`` at ``now``."""
         capacity, window = _window_shape(self.rate, self.window_seconds)
         index = math.floor(now / window)
         seen, count = self._counts.get(key, (index, 0))
         count = count if seen == index else 0
-        return index, count, (0.0 if count < capacity else (index + 1) * window - now)
+        room = count + min(cost, capacity) <= capacity
+        return index, count, (0.0 if room else (index + 1) * window - now)
 
-    def check(self, key: Key, now: float) -> Verdict:
-        return self._verdict(self._state(key, now)[2])
+    def check(self, key: Key, now: float, cost: int = 1) -> Verdict:
+        return self._verdict(self._state(key, now, cost)[2])
 
-    def admit(self, key: Key, now: float) -> Verdict:
-        index, count, wait = self._state(key, now)
+    def admit(self, key: Key, now: float, cost: int = 1) -> Verdict:
+        index, count, wait = self._state(key, now, cost)
         verdict = self._verdict(wait)
         if verdict.admitted:
-            self._counts[key] = (index, count + 1)
+            self._counts[key] = (index, count + cost)
+            self._costs[key] = cost
         return verdict
 
     def refund(self, key: Key) -> None:
         state = self._counts.get(key)
         if state is not None and state[1] > 0:
-            self._counts[key] = (state[0], state[1] - 1)
+            self._counts[key] = (state[0], max(0, state[1] - self._costs.pop(key, 1)))
 
     def clear(self) -> None:
         self._counts = {}
+        self._costs = {}
 
 
 class GCRA(Limiter):
@@ -295,19 +307,20 @@ class GCRA(Limiter):
         excess, as_of = self._excess.get(key, (0.0, now))
         return max(0.0, excess - max(0.0, now - as_of) * self.rate)
 
-    def _wait(self, level: float) -> float:
-        over = level - (self.burst or 0)
+    def _wait(self, level: float, cost: int) -> float:
+        burst = self.burst or 0
+        over = level - burst + (min(cost, burst + 1) - 1)  # whole numbers last: no float drift
         return 0.0 if over <= _EPSILON * self.rate else over / self.rate
 
-    def check(self, key: Key, now: float) -> Verdict:
-        return self._verdict(self._wait(self._level(key, now)))
+    def check(self, key: Key, now: float, cost: int = 1) -> Verdict:
+        return self._verdict(self._wait(self._level(key, now), cost))
 
-    def admit(self, key: Key, now: float) -> Verdict:
+    def admit(self, key: Key, now: float, cost: int = 1) -> Verdict:
         level = self._level(key, now)
-        verdict = self._verdict(self._wait(level))
+        verdict = self._verdict(self._wait(level, cost))
         if verdict.admitted:
             self._previous[key] = self._excess.get(key)
-            self._excess[key] = (level + 1.0, max(now, self._excess.get(key, (0.0, now))[1]))
+            self._excess[key] = (level + cost, max(now, self._excess.get(key, (0.0, now))[1]))
         return verdict
 
     def refund(self, key: Key) -> None:
@@ -349,19 +362,19 @@ class TokenBucket(Limiter):
         elapsed = max(0.0, now - as_of)
         return min(self.capacity, tokens + elapsed * self.rate), max(as_of, now)
 
-    def _wait(self, tokens: float) -> float:
-        missing = 1.0 - tokens
+    def _wait(self, tokens: float, cost: int) -> float:
+        missing = min(float(cost), self.capacity) - tokens
         return 0.0 if missing <= _EPSILON * self.rate else missing / self.rate
 
-    def check(self, key: Key, now: float) -> Verdict:
-        return self._verdict(self._wait(self._tokens(key, now)[0]))
+    def check(self, key: Key, now: float, cost: int = 1) -> Verdict:
+        return self._verdict(self._wait(self._tokens(key, now)[0], cost))
 
-    def admit(self, key: Key, now: float) -> Verdict:
+    def admit(self, key: Key, now: float, cost: int = 1) -> Verdict:
         tokens, as_of = self._tokens(key, now)
-        verdict = self._verdict(self._wait(tokens))
-        if verdict.admitted:
+        verdict = self._verdict(self._wait(tokens, cost))
+        if verdict.admitted:  # a batch costing more than the bucket holds leaves it in debt
             self._previous[key] = self._buckets.get(key)
-            self._buckets[key] = (max(0.0, tokens - 1.0), as_of)
+            self._buckets[key] = (tokens - cost if cost > 1 else max(0.0, tokens - 1.0), as_of)
         return verdict
 
     def refund(self, key: Key) -> None:

@@ -1,13 +1,24 @@
-"""A local Nominatim-compatible HTTP server for tests, notebooks, benchmarks and dry runs.
+"""A local geocoding server for tests, notebooks, benchmarks and dry runs: every provider.
 
-It listens on ``127.0.0.1`` only, in a background thread, and speaks enough of Nominatim's
-``/search`` API (``format=jsonv2``/``json``) to exercise a whole geocoding pipeline offline,
-including the unpleasant parts:
+It listens on ``127.0.0.1`` only, in a background thread, and speaks the APIs of every
+provider geotoolkit knows, forward, reverse and in batches, each in its own format (see
+:data:`FORMATS` and ``docs/testing.md``): Nominatim, LocationIQ, Photon, Pelias, OpenCage,
+Google, Mapbox, HERE, ArcGIS, Geonorge and the US Census. Point a provider at it with
+``Provider(base_url=sim.url, ...)`` (or ``sim.base_url(name)``). Answers come from a small
+Liechtenstein gazetteer at realistic precision (building, street, postcode, town,
+country), in each provider's own words, with the unpleasant parts:
 
 - per-key rate limits as real providers run them (``limiter=``: sliding window, sliding
   log, fixed window, GCRA / leaky bucket with ``burst``, token bucket; see
-  :mod:`geotoolkit.testing.limiters`), with every ``Retry-After`` form;
-- authentication, daily quotas, random 503s, latency;
+  :mod:`geotoolkit.testing.limiters`), with every ``Retry-After`` form; the key is read
+  from each provider's own parameter (``key``, ``apiKey``, ``access_token``, ``token``,
+  ``api_key``);
+- authentication, daily quotas, random 503s, latency, each refused in the provider's
+  own form (Google's ``status``, OpenCage's ``status.code``, HERE's ``title``, ArcGIS's
+  error object...);
+- batches (Census CSV uploads, Mapbox v6 batch) that cost 1 or 1 per row
+  (``batch_cost``), hang when too big (``batch_hang_over``), fail whole (``#poison``)
+  or carry one malformed record (``#badrow``);
 - faults scripted by magic tokens in the address (``#503x2``, ``#trickle``, ``#huge``,
   ``#badgzip``, ``#echo400``, ``#status=451``, ...; see :mod:`geotoolkit.testing.faults`),
   or switched on for every search (``sim.fault = "trickle"``);
@@ -24,24 +35,22 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Final, Generic, TypeVar, overload
+from collections.abc import Callable, Iterable
+from dataclasses import fields, replace
+from typing import Any, Final
 
-from geotoolkit.testing._decide import (
-    Config,
-    Decider,
-    OutageMode,
-    RetryAfterMode,
-    parse_target,
-)
-from geotoolkit.testing._places import resolve
+from geotoolkit.testing._config import BatchCost, Config, OutageMode, RetryAfterMode
+from geotoolkit.testing._decide import Decider, Decision, parse_request
+from geotoolkit.testing._records import Inspection, Recovery, Setting, SimulatedRequest
 from geotoolkit.testing._reply import RESET_STATUS, Reply, error_reply
+from geotoolkit.testing._routes import FORMATS, dialect
 from geotoolkit.testing._server import HOST, Server, refusing_url, unused_url
 from geotoolkit.testing.limiters import LimiterName
 
 __all__ = [
+    "FORMATS",
     "RESET_STATUS",
+    "BatchCost",
     "LimiterName",
     "OutageMode",
     "ProviderSimulator",
@@ -52,76 +61,31 @@ __all__ = [
 ]
 
 _JOIN_SECONDS: Final = 5.0
-_ANY: Any = object()  # sentinel for "no filter"
-_T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class SimulatedRequest:
-    """One request as the simulator saw it."""
-
-    time: float  #: ``clock()`` at arrival, before any latency
-    key: str | None  #: the ``key`` query parameter as sent, or ``None``
-    path: str
-    params: dict[str, str] = field(hash=False)
-    query: str | None  #: normalised free text, or ``street=…|city=…``; ``None`` if absent
-    status: int  #: HTTP status served (``RESET_STATUS`` when the connection was dropped)
-
-
-class _Setting(Generic[_T]):
-    """A configuration attribute: reads the current config, assigns through ``_update``."""
-
-    def __set_name__(self, owner: type[Any], name: str) -> None:
-        self._name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type[Any]) -> _Setting[_T]: ...
-    @overload
-    def __get__(self, obj: ProviderSimulator, owner: type[Any]) -> _T: ...
-    def __get__(self, obj: ProviderSimulator | None, owner: type[Any]) -> _Setting[_T] | _T:
-        if obj is None:
-            return self
-        value: _T = getattr(obj._config, self._name)
-        return value
-
-    def __set__(self, obj: ProviderSimulator, value: _T) -> None:
-        obj.configure(**{self._name: value})
-
-
-class _Recovery:
-    """Returned by ``outage()``: ``with sim.outage("refuse"): ...`` recovers at the end."""
-
-    def __init__(self, simulator: ProviderSimulator) -> None:
-        self._simulator = simulator
-
-    def __enter__(self) -> ProviderSimulator:
-        return self._simulator
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._simulator.outage(None)
 
 
 #: Settings ``configure()`` accepts (everything in the config but the outage).
 _SETTINGS: Final = frozenset(f.name for f in fields(Config)) - {"outage"}
 
 
-class ProviderSimulator:
-    """A Nominatim-like ``/search`` server on ``127.0.0.1`` in a background thread.
+class ProviderSimulator(Inspection):
+    """Every provider's geocoding API, on ``127.0.0.1`` in a background thread.
 
     >>> with ProviderSimulator(rate_limit=5) as sim:       # doctest: +SKIP
     ...     httpx.get(f"{sim.url}/search", params={"q": "Städtle 38, Vaduz"})
+    ...     Google(base_url=sim.url, api_key="k").build_request(Query(text="Vaduz"))
 
     Configuration attributes (``rate_limit``, ``window_seconds``, ``limiter``, ``burst``,
     ``retry_after``, ``latency_seconds``, ``error_503_rate``, ``valid_keys``,
     ``daily_cap``, ``hang_seconds``, ``fault``, ``trickle_interval_seconds``,
-    ``trickle_chunk_bytes``, ``huge_body_bytes``, ``clock``) can be reassigned at any
-    time, from any thread; ``configure(**settings)`` changes several at once.
+    ``trickle_chunk_bytes``, ``huge_body_bytes``, ``batch_cost``, ``batch_hang_over``,
+    ``clock``) can be reassigned at any time, from any thread; ``configure(**settings)``
+    changes several at once.
 
     Parameters
     ----------
     rate_limit : float or None
-        Requests per second per API key (the ``key`` parameter; no key is one more key);
-        ``None``: no limit.
+        Requests per second per API key (the provider's own key parameter; no key is one
+        more key); ``None``: no limit.
     window_seconds : float
         The window of ``sliding-window``, ``sliding-log`` and ``fixed-window``.
     limiter : str
@@ -139,24 +103,33 @@ class ProviderSimulator:
         ``#trickle``: one chunk of this many bytes per interval (default 16 B per 0.5 s).
     huge_body_bytes : int
         ``#huge``: the size of the body (default 50 MB).
+    valid_keys : iterable of str or None
+        Accepted API keys (for the APIs that have keys); ``None``: no authentication.
+    batch_cost : "request" or "row"
+        What a batch takes from the rate limiter and the daily cap: 1, or 1 per record.
+    batch_hang_over : int or None
+        A batch of more records than this stays silent for ``hang_seconds`` (a timeout on
+        a large upload), then answers.
     clock : callable
         Time for the limiters, the log and ``Date`` headers (default ``time.time``).
     """
 
-    rate_limit: _Setting[float | None] = _Setting()
-    window_seconds: _Setting[float] = _Setting()
-    limiter: _Setting[LimiterName] = _Setting()
-    burst: _Setting[int | None] = _Setting()
-    retry_after: _Setting[RetryAfterMode] = _Setting()
-    latency_seconds: _Setting[float] = _Setting()
-    error_503_rate: _Setting[float] = _Setting()
-    daily_cap: _Setting[int | None] = _Setting()
-    hang_seconds: _Setting[float] = _Setting()
-    fault: _Setting[str | None] = _Setting()
-    trickle_interval_seconds: _Setting[float] = _Setting()
-    trickle_chunk_bytes: _Setting[int] = _Setting()
-    huge_body_bytes: _Setting[int] = _Setting()
-    clock: _Setting[Callable[[], float]] = _Setting()
+    rate_limit: Setting[float | None] = Setting()
+    window_seconds: Setting[float] = Setting()
+    limiter: Setting[LimiterName] = Setting()
+    burst: Setting[int | None] = Setting()
+    retry_after: Setting[RetryAfterMode] = Setting()
+    latency_seconds: Setting[float] = Setting()
+    error_503_rate: Setting[float] = Setting()
+    daily_cap: Setting[int | None] = Setting()
+    hang_seconds: Setting[float] = Setting()
+    fault: Setting[str | None] = Setting()
+    trickle_interval_seconds: Setting[float] = Setting()
+    trickle_chunk_bytes: Setting[int] = Setting()
+    huge_body_bytes: Setting[int] = Setting()
+    batch_cost: Setting[BatchCost] = Setting()
+    batch_hang_over: Setting[int | None] = Setting()
+    clock: Setting[Callable[[], float]] = Setting()
 
     def __init__(
         self,
@@ -177,6 +150,8 @@ class ProviderSimulator:
         trickle_interval_seconds: float = 0.5,
         trickle_chunk_bytes: int = 16,
         huge_body_bytes: int = 50_000_000,
+        batch_cost: BatchCost = "request",
+        batch_hang_over: int | None = None,
         port: int = 0,
         max_log_entries: int | None = None,
     ) -> None:
@@ -193,6 +168,7 @@ class ProviderSimulator:
             daily_cap=daily_cap, hang_seconds=hang_seconds, clock=clock, limiter=limiter,
             burst=burst, fault=fault, trickle_interval_seconds=trickle_interval_seconds,
             trickle_chunk_bytes=trickle_chunk_bytes, huge_body_bytes=huge_body_bytes,
+            batch_cost=batch_cost, batch_hang_over=batch_hang_over,
         )
         self._decider = Decider(seed)
         self._port = port
@@ -249,9 +225,23 @@ class ProviderSimulator:
         """``http://127.0.0.1:<port>``, without a trailing slash."""
         return f"http://{HOST}:{self.port}"
 
+    def base_url(self, provider: str) -> str:
+        """The base URL that serves only ``provider``'s API: ``{url}/<provider>`` (plus
+        ``/v1`` for LocationIQ, whose real base URL ends with it). ``sim.url`` works for
+        every provider too; this one is never ambiguous.
+
+        >>> ProviderSimulator(port=8080).start().base_url("locationiq")  # doctest: +SKIP
+        'http://127.0.0.1:8080/locationiq/v1'
+        """
+        try:
+            spoken = dialect(provider)
+        except KeyError:
+            raise ValueError(f"the simulator does not speak {provider!r}: one of {FORMATS}") from None
+        return f"{self.url}/{spoken.name}{spoken.base_suffix}"
+
     # ------------------------------------------------------------------ outages
 
-    def outage(self, mode: OutageMode | None) -> _Recovery:
+    def outage(self, mode: OutageMode | None) -> Recovery:
         """Take the whole server down, or bring it back (``None``), from any thread.
 
         ``"refuse"``: stop listening (the port stays reserved): connecting is refused.
@@ -273,7 +263,7 @@ class ProviderSimulator:
                     server.refuse()
                 else:
                     server.resume()
-        return _Recovery(self)
+        return Recovery(self)
 
     @property
     def outage_mode(self) -> OutageMode | None:
@@ -350,26 +340,6 @@ class ProviderSimulator:
         with self._arrived:
             return self._arrived.wait_for(lambda: self._received >= count, timeout)
 
-    def requests_for(self, key: str | None) -> list[SimulatedRequest]:
-        """The logged requests sent with API key ``key`` (``None``: sent without a key)."""
-        return [r for r in self.requests if r.key == key]
-
-    def count(self, status: int | None = None, *, key: str | None = _ANY) -> int:
-        """How many logged requests had ``status`` (and ``key``, when given)."""
-        return sum(
-            1
-            for r in self.requests
-            if (status is None or r.status == status) and (key is _ANY or r.key == key)
-        )
-
-    def expected(self, address: str | Mapping[str, str]) -> tuple[float, float] | None:
-        """The ``(lon, lat)`` served for ``address`` (free text, or structured fields).
-
-        ``None`` when the simulator answers ``[]``. Magic tokens are ignored.
-        """
-        place = resolve(address) if isinstance(address, str) else resolve(None, address)
-        return None if place is None else (place.lon, place.lat)
-
     def reset(self) -> None:
         """Clear the log, the limiter state, daily counts and token counters; reseed."""
         with self._lock:
@@ -383,22 +353,34 @@ class ProviderSimulator:
         """The simulator's clock, now."""
         return float(self._config.clock())
 
-    def _handle(self, target: str) -> tuple[float, Reply, float]:
-        """Decide the reply to one request target and log it: ``(now, reply, delay)``.
+    def _handle(self, method: str, target: str, content_type: str = "", body: bytes = b""
+                ) -> tuple[float, Reply, float]:
+        """Decide the reply to one request and log it: ``(now, reply, delay)``.
 
-        Called by the HTTP server for each request; the reply's body is rendered here,
-        outside the lock.
+        Called by the HTTP server for each request; the request is parsed and looked up
+        before the lock is taken, and the reply's body is rendered after it is released.
         """
-        request = parse_target(target)
+        try:
+            request = parse_request(method, target, content_type, body)
+        except Exception as exc:  # never let a bug kill the connection silently
+            request = parse_request(method, "/simulator-error")
+            failure: Exception | None = exc
+        else:
+            failure = None
         with self._lock:
             cfg = self._config
             now = float(cfg.clock())
             try:
-                reply = self._decider.decide(cfg, now, request, self._epoch)
+                if failure is not None:
+                    raise failure
+                decision = self._decider.decide(cfg, now, request, self._epoch)
             except Exception as exc:  # never let a bug kill the connection silently
-                reply = error_reply(500, f"simulator error: {type(exc).__name__}: {exc}")
-            self._log.append(SimulatedRequest(now, request.key, request.path, request.params,
-                                              request.query, reply.logged_status))
+                decision = Decision(error_reply(500, f"simulator error: {type(exc).__name__}: {exc}"),
+                                    "fault")
+            reply = decision.reply
+            self._log.append(SimulatedRequest(
+                now, request.key, request.path, request.params, request.query, reply.logged_status,
+                request.provider, request.rows, decision.outcome))
             self._received += 1
             self._arrived.notify_all()
         try:

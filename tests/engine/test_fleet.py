@@ -315,7 +315,7 @@ def test_how_late_a_slot_may_fire_grows_with_the_interval(rate: float, fired: bo
     """18 ms late: fired at 1 req/s (a give-up would cost a whole second), given up at 50/s."""
     clock = StallingClock(stall_at=2, stall=0.018)
     run, sent = serial(clock, MemoryGate(clock=clock), rate)
-    assert run._late_tolerance == pytest.approx(0.015 + min(0.01, 0.05 / rate))
+    assert run.pacer._late_tolerance == pytest.approx(0.015 + min(0.01, 0.05 / rate))
     asyncio.run(run.run(queries(4)))
     interval = 1.0 / rate
     if fired:

@@ -1,13 +1,14 @@
 """Execute the notebooks headless with nbclient, against the simulator, so they never rot.
 
 Each notebook runs in a scratch copy of ``notebooks/`` (it writes files next to itself);
-both run at once, each in its own kernel. nbclient raises ``CellExecutionError`` when
+all run at once, each in its own kernel. nbclient raises ``CellExecutionError`` when
 a cell fails.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -47,17 +48,18 @@ async def _execute(name: str, workdir: Path, kernel: str) -> Any:
 
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Both notebooks, executed side by side (each kernel in its own scratch directory)."""
-    kernel, names = _kernel_name(), ("quickstart.ipynb", "team_on_one_key.ipynb")
+    """Every notebook, executed side by side (each kernel in its own scratch directory)."""
+    kernel, names = _kernel_name(), ("quickstart.ipynb", "team_on_one_key.ipynb",
+                                     "review_and_fix.ipynb")
     workdirs = {name: tmp_path_factory.mktemp(name.split(".")[0]) for name in names}
     for workdir in workdirs.values():
         shutil.copytree(NOTEBOOKS, workdir, dirs_exist_ok=True)
 
-    async def both() -> list[Any]:
+    async def every() -> list[Any]:
         runs = (_execute(name, workdirs[name], kernel) for name in names)
         return await asyncio.gather(*runs, return_exceptions=True)
 
-    results = dict(zip(names, asyncio.run(both()), strict=True))
+    results = dict(zip(names, asyncio.run(every()), strict=True))
     return {name: (result, workdirs[name]) for name, result in results.items()}
 
 
@@ -92,6 +94,35 @@ def test_quickstart_runs_offline_and_writes_a_geopackage(executed: dict[str, Any
     assert "requests sent the second time: 0" in text  # everything came from the cache
     assert "<GeocodeJob done: 22/22 rows" in text
     assert "progress sink failed" not in text
+    maps = [b for b in bundles if b.get("text/plain", "").startswith("<ResultMap: 2 dead letters>")]
+    assert len(maps) == 1 and "leaflet" in maps[0]["text/html"].lower()
+    assert "install folium" not in text
+
+
+def _statuses(line: str) -> dict[str, int]:
+    return {status: int(n) for n, status in re.findall(r"(\d+) (\w+)", line)}
+
+
+def test_review_and_fix_corrects_only_what_it_must(executed: dict[str, Any]) -> None:
+    notebook, workdir = execute(executed, "review_and_fix.ipynb")
+    text, bundles = outputs(notebook)
+    before, after = (_statuses(line) for line in re.findall(r"^statuses: (.*)$", text, re.M))
+    assert sum(before.values()) == sum(after.values()) == 10
+    assert before["no_match"] == 2 and "no_match" not in after  # the two corrected rows
+    assert before.get("too_coarse", 0) == after.get("too_coarse", 0)  # untouched, not re-sent
+    assert after["matched"] == before["matched"] + 2
+    assert "corrected 2 rows; requests sent by the retry: 2; rows before and after: 10 and 10" in text
+    maps = [b for b in bundles if b.get("text/plain", "").startswith("<ResultMap: ")]
+    assert len(maps) == 1 and "dead letter" in maps[0]["text/html"]
+    chain = re.search(r"our instance got 10 requests \((\d+) answered 503\); the mirror got 0", text)
+    assert chain is not None and int(chain.group(1)) > 0  # failures went on, from the cache
+    answered = re.search(r"^answered by: (\d+) our instance, (\d+) the mirror$", text, re.M)
+    assert answered is not None and int(answered.group(1)) + int(answered.group(2)) == 10
+    assert int(answered.group(2)) == int(chain.group(1))  # every 503 was picked up by the mirror
+    found = re.search(r"wrote output/reviewed.gpkg: (\d+) geocoded, (\d+) dead letters; read back "
+                      r"10 rows, precision category", text)
+    assert found is not None and int(found.group(1)) == after["matched"]
+    assert (workdir / "output" / "reviewed.gpkg").is_file()
 
 
 def test_team_on_one_key_shows_no_request_during_the_pause(executed: dict[str, Any]) -> None:

@@ -1,6 +1,8 @@
 """Provider test helpers: every provider built the same way, and fixture envelopes.
 
-Fixture files live in ``fixtures/<provider>/<case>.json``; each is a whole HTTP
+Fixture files live in ``fixtures/<provider>/<case>.json`` (answers to an address),
+``fixtures/<provider>/reverse/<case>.json`` (answers to a point) and
+``fixtures/<provider>/batch/<case>.json`` (answers to a batch); each is a whole HTTP
 response modelled on the provider's public documentation (no network here)::
 
     {"expect": "Match" | "NoMatch" | "Failure" | "<ProviderError subclass>",
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from geotoolkit.providers import PROVIDERS, Provider, get_provider
 from geotoolkit.results import PRECISIONS, Match, Place
@@ -41,8 +44,10 @@ def make(name: str, **options: Any) -> Provider:
     return get_provider(name, **options)
 
 
-def load(provider: str, case: str) -> dict[str, Any]:
-    envelope: dict[str, Any] = json.loads((FIXTURES / provider / f"{case}.json").read_text())
+def load(provider: str, case: str, kind: str = "") -> dict[str, Any]:
+    """The envelope of ``case``; ``kind`` is ``""`` (forward), ``"reverse"`` or ``"batch"``."""
+    folder = FIXTURES / provider / kind if kind else FIXTURES / provider
+    envelope: dict[str, Any] = json.loads((folder / f"{case}.json").read_text())
     return envelope
 
 
@@ -55,8 +60,9 @@ def response_of(envelope: dict[str, Any], request: httpx.Request | None = None) 
                           **content())
 
 
-def cases(provider: str) -> list[str]:
-    return sorted(p.stem for p in (FIXTURES / provider).glob("*.json"))
+def cases(provider: str, kind: str = "") -> list[str]:
+    folder = FIXTURES / provider / kind if kind else FIXTURES / provider
+    return sorted(p.stem for p in folder.glob("*.json"))
 
 
 def check_match_invariants(match: Match) -> None:
@@ -70,3 +76,22 @@ def check_match_invariants(match: Match) -> None:
         west, south, east, north = match.place.bbox
         assert -180 <= west <= 180 and -180 <= east <= 180 and -90 <= south <= north <= 90
     assert match.place.osm_type in (None, "node", "way", "relation")
+
+
+def check_match(match: Match, envelope: dict[str, object]) -> None:
+    """The fixture's expected precision, score and place fields (those it names)."""
+    assert match.precision == envelope["precision"]
+    expected_score = envelope["score"]
+    if expected_score is None:
+        assert match.score is None
+    else:
+        assert match.score == pytest.approx(expected_score)
+    check_match_invariants(match)
+    place = envelope["place"]
+    assert isinstance(place, dict)
+    for field, value in place.items():
+        got = getattr(match.place, field)
+        if field == "bbox" and value is not None:
+            assert got == pytest.approx(tuple(value)), field
+        else:
+            assert got == value, (field, got, value)

@@ -18,7 +18,7 @@ from .provider_support import (
     KEYED,
     SECRET,
     cases,
-    check_match_invariants,
+    check_match,
     load,
     make,
     response_of,
@@ -155,25 +155,6 @@ def test_fixture_parses_to_the_documented_outcome(provider_name: str, case: str)
     assert SECRET not in str(info.value)
     if "retry_after" in envelope:
         assert info.value.retry_after == envelope["retry_after"]  # type: ignore[attr-defined]
-
-
-def check_match(match: Match, envelope: dict[str, object]) -> None:
-    """The fixture's expected precision, score and place fields (those it names)."""
-    assert match.precision == envelope["precision"]
-    expected_score = envelope["score"]
-    if expected_score is None:
-        assert match.score is None
-    else:
-        assert match.score == pytest.approx(expected_score)
-    check_match_invariants(match)
-    place = envelope["place"]
-    assert isinstance(place, dict)
-    for field, value in place.items():
-        got = getattr(match.place, field)
-        if field == "bbox" and value is not None:
-            assert got == pytest.approx(tuple(value)), field
-        else:
-            assert got == value, (field, got, value)
 
 
 @pytest.mark.parametrize("body", [b"<html>upstream glitch</html>", b'{"unexpected": 1}', b"[1, 2]",

@@ -21,9 +21,10 @@ from geotoolkit.providers.precision import (
 from geotoolkit.results import PRECISIONS
 
 DOCS = Path(__file__).parents[2] / "docs" / "providers.md"
-ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-                        lambda inner: st.lists(inner, max_size=3)
-                        | st.dictionaries(st.text(), inner, max_size=3), max_leaves=10)
+# st.deferred, not st.recursive (see test_hostile.py).
+ANY_JSON: st.SearchStrategy[object] = st.deferred(
+    lambda: st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+    | st.lists(ANY_JSON, max_size=3) | st.dictionaries(st.text(), ANY_JSON, max_size=3))
 
 
 def test_public_names_are_pinned() -> None:

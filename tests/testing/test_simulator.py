@@ -614,9 +614,9 @@ def test_public_names_are_pinned() -> None:
     from geotoolkit.testing import simulator
 
     assert testing.__all__ == [
-        "FAULTS", "KNOWN_ADDRESSES", "LIMITERS", "RESET_STATUS", "KnownAddress", "LimiterName",
-        "OutageMode", "ProviderSimulator", "RetryAfterMode", "SimulatedRequest", "refusing_url",
-        "unused_url",
+        "FAULTS", "FORMATS", "KNOWN_ADDRESSES", "LIMITERS", "RESET_STATUS", "ROW_MARKERS",
+        "BatchCost", "KnownAddress", "LimiterName", "OutageMode", "ProviderSimulator",
+        "RetryAfterMode", "SimulatedRequest", "refusing_url", "unused_url",
     ]
     for name in simulator.__all__:
         assert getattr(simulator, name) is getattr(testing, name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,11 @@ from geotoolkit.results import Match, NoMatch, Outcome, Query
 from geotoolkit.testing import ProviderSimulator
 
 UA = "geotoolkit-tests/1.0 (tests@example.org)"
+
+# The scripted loopback gazetteer of tests/orchestration (precision, chain and review tests).
+_SUPPORT = str(Path(__file__).resolve().parents[2] / "orchestration")
+if _SUPPORT not in sys.path:
+    sys.path.append(_SUPPORT)
 
 
 @pytest.fixture

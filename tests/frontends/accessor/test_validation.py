@@ -55,7 +55,8 @@ def test_flagged_rows_go_to_the_dead_letters_with_their_reason(
     assert list(letters.index) == list(rows.index)
     assert list(letters["geocode_reason"]) == list(rows["geocode_reason"])
     assert set(letters.columns) == {"address", "geocode_status", "geocode_reason",
-                                    "geocode_attempts", "geocode_provider", "geocode_label"}
+                                    "geocode_attempts", "geocode_provider", "geocode_label",
+                                    "geocode_precision", "geocode_score"}
     assert letters.loc[letters["address"] == "swapped", "geocode_label"].item() == "swapped (label)"
     assert (letters["geocode_attempts"] == 1).all()
 

@@ -28,6 +28,7 @@ from geotoolkit import ConfigurationError
 from geotoolkit import dask as gdask
 from geotoolkit.providers import Nominatim
 from geotoolkit.results import normalise_address
+from geotoolkit.schema import GEOCODE_COLUMNS
 from geotoolkit.testing import KNOWN_ADDRESSES, ProviderSimulator
 
 dd = pytest.importorskip("dask.dataframe")
@@ -218,8 +219,7 @@ def test_sqlite_is_refused_when_workers_span_hosts(client: Any) -> None:
                       client=two_hosts)
     lazy = gdask.geocode(ddf, provider=provider, gate="redis://127.0.0.1:6379/15",
                          cache="postgresql://postgres@127.0.0.1/test", client=two_hosts)
-    assert list(lazy.columns[-7:]) == ["lon", "lat", "geocode_status", "geocode_label",
-                                       "geocode_provider", "geocode_reason", "geocode_attempts"]
+    assert list(lazy.columns[-len(GEOCODE_COLUMNS):]) == list(GEOCODE_COLUMNS)
     # The real LocalCluster is one host: SQLite is fine there.
     gdask.geocode(ddf, provider=provider, gate="sqlite:///g.sqlite", cache=False)
 

@@ -1,0 +1,161 @@
+"""The result on a map: ``result.geocode.explore()``, built on ``GeoDataFrame.explore()``.
+
+Matched points are coloured by precision (one fixed colour per level, from green for
+an address to red for a country, grey when unknown); too-coarse matches are drawn
+hollow in their own layer, where their coarse point lies; the dead letters are
+listed in a table beside the map. Nothing is fetched while the map is built (the
+tiles are loaded by the browser that shows it).
+
+Needs the ``map`` extra: folium, and matplotlib and mapclassify, which
+``GeoDataFrame.explore()`` imports.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import geopandas as gpd
+import pandas as pd
+
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.redact import redact
+from geotoolkit.results import PRECISIONS
+from geotoolkit.schema import result_columns
+
+__all__ = ["PRECISION_COLOURS", "ResultMap", "explore"]
+
+#: The colour of each precision on the map, finest first.
+PRECISION_COLOURS = {"address": "#1a9850", "interpolated": "#66bd63", "street": "#a6d96a",
+                     "postcode": "#fee08b", "locality": "#fdae61", "region": "#f46d43",
+                     "country": "#d73027", "unknown": "#969696"}
+
+_TABLE_COLUMNS = ("geocode_status", "geocode_reason", "geocode_precision", "geocode_provider")
+_MAX_TABLE_ROWS = 200
+
+
+def _require_folium() -> None:
+    try:
+        import folium  # noqa: F401
+        import mapclassify  # noqa: F401
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the map needs folium, mapclassify and matplotlib ({exc.name} is missing): "
+            "pip install 'geotoolkit[map]'") from exc
+
+
+@dataclass
+class ResultMap:
+    """A map of a result and its dead letters; shown as both side by side in a notebook.
+
+    Attributes
+    ----------
+    map
+        The ``folium.Map`` (add layers to it, or ``map.save("map.html")``).
+    dead_letters
+        The dead letters listed beside it (:func:`geotoolkit.export.dead_letters`).
+    """
+
+    map: Any
+    dead_letters: pd.DataFrame
+
+    def table_html(self) -> str:
+        """The dead letters as an HTML table (the first 200 rows)."""
+        letters = self.dead_letters
+        if letters.empty:
+            return "<p><b>No dead letters</b>: every row matched.</p>"
+        shown = [c for c in (*_own_columns(letters), *_TABLE_COLUMNS) if c in letters.columns]
+        table = letters[shown].head(_MAX_TABLE_ROWS).astype(object).where(letters.notna(), "")
+        more = len(letters) - len(table)
+        note = f"<p>... and {more} more</p>" if more > 0 else ""
+        return (f"<p><b>{len(letters)} dead letter{'s' if len(letters) != 1 else ''}</b></p>"
+                + redact(table.to_html(escape=True, border=0)) + note)
+
+    def _repr_html_(self) -> str:
+        return ('<div style="display:flex;gap:12px;align-items:flex-start;width:100%">'
+                f'<div style="flex:3 1 0;min-width:320px">{self.map._repr_html_()}</div>'
+                '<div style="flex:2 1 0;min-width:240px;max-height:480px;overflow:auto;'
+                f'font-size:12px">{self.table_html()}</div></div>')
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the map and the table to one standalone HTML page; returns its path."""
+        target = Path(path)
+        page = ('<!DOCTYPE html><html><head><meta charset="utf-8"><title>geotoolkit result'
+                f"</title></head><body>{self._repr_html_()}</body></html>")
+        target.write_text(page, encoding="utf-8")
+        return target
+
+    def __repr__(self) -> str:
+        return f"<ResultMap: {len(self.dead_letters)} dead letters>"
+
+
+def explore(result: pd.DataFrame, letters: pd.DataFrame, **kwargs: Any) -> ResultMap:
+    """The map of ``result`` with its dead ``letters`` beside it (see the module docstring);
+    ``kwargs`` go to ``GeoDataFrame.explore()``."""
+    _require_folium()
+    import folium
+
+    frame = gpd.GeoDataFrame(result) if isinstance(result, gpd.GeoDataFrame) else None
+    if frame is None or frame.crs is None:
+        raise ConfigurationError("explore() needs a geocoding result (a GeoDataFrame in EPSG:4326)")
+    matched = frame[frame["geocode_status"] == "matched"]
+    tooltip = kwargs.pop("tooltip", _tooltip(frame))
+    m = kwargs.pop("m", None)
+    if m is None:
+        m = folium.Map(location=_centre(frame), zoom_start=12, tiles=kwargs.pop("tiles", "OpenStreetMap"))
+    if not matched.empty:
+        precision = matched["geocode_precision"].astype(object).fillna("unknown")
+        shown = matched.assign(geocode_precision=pd.Categorical(
+            precision, categories=[p for p in PRECISIONS if p in set(precision)], ordered=True))
+        m = shown.explore(m=m, column="geocode_precision", cmap=_colours(shown), tooltip=tooltip,
+                          name="matched", marker_kwds={"radius": 6}, **kwargs)
+    coarse = _coarse_points(frame)
+    if coarse is not None:
+        m = coarse.explore(m=m, color=PRECISION_COLOURS["unknown"], tooltip=tooltip,
+                           name="too coarse", style_kwds={"fillOpacity": 0.0, "weight": 2},
+                           marker_kwds={"radius": 8})
+    if coarse is not None and not matched.empty:
+        folium.LayerControl().add_to(m)
+    return ResultMap(m, letters)
+
+
+def _own_columns(frame: pd.DataFrame) -> list[str]:
+    """The input's own columns: not geotoolkit's, not a geometry."""
+    ours = {*result_columns(frame.columns), "geometry", getattr(frame, "_geometry_column_name", None)}
+    return [str(c) for c in frame.columns if c not in ours]
+
+
+def _tooltip(frame: pd.DataFrame) -> list[str]:
+    own = _own_columns(frame)[:4]
+    return [*own, *(c for c in ("geocode_label", "geocode_provider", "geocode_precision")
+                    if c in frame.columns)]
+
+
+def _colours(shown: gpd.GeoDataFrame) -> list[str]:
+    return [PRECISION_COLOURS[str(c)] for c in shown["geocode_precision"].cat.categories]
+
+
+def _centre(frame: gpd.GeoDataFrame) -> list[float]:
+    """The middle of the matched points (or of the coarse ones), else 0, 0."""
+    lon = frame["lon"].dropna()
+    lat = frame["lat"].dropna()
+    if lon.empty and "geocode_coarse_lon" in frame.columns:
+        lon, lat = frame["geocode_coarse_lon"].dropna(), frame["geocode_coarse_lat"].dropna()
+    if lon.empty:
+        return [0.0, 0.0]
+    return [float(lat.median()), float(lon.median())]
+
+
+def _coarse_points(frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame | None:
+    if "geocode_coarse_lon" not in frame.columns:
+        return None
+    rows = frame[frame["geocode_status"] == "too_coarse"].dropna(
+        subset=["geocode_coarse_lon", "geocode_coarse_lat"])
+    if rows.empty:
+        return None
+    points = gpd.points_from_xy(rows["geocode_coarse_lon"], rows["geocode_coarse_lat"], crs="EPSG:4326")
+    plain = pd.DataFrame(rows.drop(columns=[rows.geometry.name]))
+    return gpd.GeoDataFrame(plain, geometry=points, crs="EPSG:4326")

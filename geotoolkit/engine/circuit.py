@@ -1,0 +1,239 @@
+"""A fleet-wide circuit breaker: a provider that is down costs one probe, not six attempts a row.
+
+After ``failures`` consecutive transport failures (connection refused or reset, DNS,
+timeouts, 5xx) spanning at least two different queries, with no answer in between, a
+worker opens the key's circuit *on the gate*: a shared value (``circuit``) says since
+when and why, and a pause with that cause holds every worker on the key, as a 429
+does. When the pause ends, one worker at a time holds the probe lease (a shared value
+taken with ``only_if_absent``) and sends; the others wait. Any answer from the provider
+(even a 4xx or a 429) closes the circuit; another failure reopens it for twice as long
+(up to ``max_interval``). A circuit open for longer than ``timeout_seconds`` ends the
+batch with :class:`~geotoolkit.errors.ProviderUnavailableError`; finished rows are kept.
+
+Rows wait while the circuit is open: a failure seen while it is open, or that opens
+it, does not count toward the row's attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from geotoolkit.engine.pacer import Pacer, call_gate
+from geotoolkit.errors import ProviderUnavailableError
+from geotoolkit.progress import Throttled
+
+__all__ = ["CIRCUIT_VALUE", "PROBE_VALUE", "Circuit", "CircuitState"]
+
+log = logging.getLogger("geotoolkit.engine")
+
+#: The shared values of a circuit on the gate key.
+CIRCUIT_VALUE = "circuit"
+PROBE_VALUE = "circuit:probe"
+
+#: How often a worker waiting behind another worker's probe looks again.
+_POLL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class CircuitState:
+    """An open circuit, times on the store's clock: opened, next probe, current interval."""
+
+    opened_at: float
+    probe_at: float
+    interval: float
+    reason: str
+
+    def to_json(self) -> str:
+        return json.dumps([self.opened_at, self.probe_at, self.interval, self.reason])
+
+    @classmethod
+    def from_json(cls, text: str | None) -> CircuitState | None:
+        """The state a shared value holds; ``None`` when absent or unreadable.
+
+        >>> CircuitState.from_json(CircuitState(1.0, 3.0, 2.0, "refused").to_json())
+        CircuitState(opened_at=1.0, probe_at=3.0, interval=2.0, reason='refused')
+        >>> CircuitState.from_json("junk") is None
+        True
+        """
+        if not text:
+            return None
+        try:
+            opened, probe, interval, reason = json.loads(text)
+            state = cls(float(opened), float(probe), float(interval), str(reason))
+        except (ValueError, TypeError):
+            return None
+        ok = all(math.isfinite(v) for v in (state.opened_at, state.probe_at, state.interval))
+        return state if ok else None
+
+
+class Circuit:
+    """One worker's view of the key's circuit; see the module docstring."""
+
+    def __init__(self, pacer: Pacer, *, failures: int = 5, timeout_seconds: float = 600.0,
+                 first_interval: float = 2.0, max_interval: float = 60.0,
+                 lease_seconds: float = 60.0) -> None:
+        self.pacer = pacer
+        self.failures, self.timeout_seconds = failures, timeout_seconds
+        self.first_interval, self.max_interval = first_interval, max_interval
+        self.lease_seconds = lease_seconds
+        #: The circuit as last read (``None``: closed, as far as this worker knows).
+        self.known: CircuitState | None = None
+        self._prober: asyncio.Task[Any] | None = None  # the task holding the probe lease
+        self._run: list[str] = []  # the queries of the current run of failures
+        self._read_epoch: int | None = None
+
+    # -- what the engine calls --------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self.known is not None
+
+    @property
+    def probing(self) -> bool:
+        """Whether the calling task holds the probe lease (its next send is the probe)."""
+        return self._prober is not None and self._prober is asyncio.current_task()
+
+    async def admit(self) -> None:
+        """Return when this worker may send: the circuit is closed, or it holds the probe.
+
+        Waits while another worker probes or the next probe is not due; raises
+        ProviderUnavailableError when the circuit stayed open past ``timeout_seconds``.
+        """
+        while self.known is not None and not self.probing:
+            state = self.known
+            now = self._store_now()
+            if now - state.opened_at > self.timeout_seconds:
+                raise self._gave_up(state, now)
+            wait = state.probe_at - now
+            if wait > 0:
+                self.pacer.check_budget(wait)
+                await self.pacer.sleep_until(self.pacer.clock.now() + min(wait, _POLL_SECONDS * 5))
+            elif self._prober is None and await self._claim():
+                self._prober = asyncio.current_task()
+                await self.refresh()  # still due? another worker may have probed and reopened it
+                if self.known is None or self.known.probe_at <= self._store_now():
+                    return
+                await self._release()
+            else:
+                await self.pacer.sleep_until(self.pacer.clock.now() + _POLL_SECONDS)
+            await self.refresh()
+
+    def stale(self, epoch: int) -> bool:
+        """Whether a pause was published since the circuit was last read (read it again)."""
+        return epoch != self._read_epoch
+
+    async def refresh(self, epoch: int | None = None) -> None:
+        """Read the circuit from the gate (after a new pause epoch, or while it is open)."""
+        values = await self._values()
+        self.known = CircuitState.from_json(values.get(CIRCUIT_VALUE))
+        if epoch is not None:
+            self._read_epoch = epoch
+        if self.known is None:
+            await self._release()
+
+    async def answered(self) -> None:
+        """The provider answered (anything but a transport failure): it is reachable."""
+        self._run.clear()
+        if self.probing or self.known is not None:
+            await self._close()
+
+    async def failed(self, query_key: str, exc: ProviderUnavailableError) -> bool:
+        """A transport failure; return whether the circuit is (now) open for this worker.
+
+        Opens it after ``failures`` in a row across two queries; a failed probe reopens
+        it for longer. A failure while it is open is simply part of the outage.
+        """
+        if self.probing:
+            await self._reopen(str(exc))
+            return True
+        if self.known is None:
+            await self.refresh()  # another worker may have opened it already
+        if self.known is not None:
+            return True
+        self._run.append(query_key)
+        if len(self._run) >= self.failures and len(set(self._run)) >= 2:
+            await self._open(str(exc))
+            return True
+        return False
+
+    # -- the shared state -------------------------------------------------------------------
+
+    async def _open(self, reason: str) -> None:
+        now = self._store_now()
+        state = CircuitState(now, now + self.first_interval, self.first_interval, reason)
+        stored = await self._set(CIRCUIT_VALUE, state.to_json(), ttl_seconds=self._ttl(),
+                                 only_if_absent=True)
+        if stored:
+            log.warning("%s unreachable (%s): circuit open, probing in %.0f s",
+                        self.pacer.host, reason, self.first_interval)
+            await self._publish(state)
+        await self.refresh()
+
+    async def _reopen(self, reason: str) -> None:
+        previous = self.known
+        now = self._store_now()
+        interval = min(self.max_interval, 2 * (previous.interval if previous else self.first_interval))
+        opened = previous.opened_at if previous else now
+        state = CircuitState(opened, now + interval, interval, reason)
+        await self._set(CIRCUIT_VALUE, state.to_json(), ttl_seconds=self._ttl())
+        await self._publish(state)
+        await self._release()
+        self.known = state
+
+    async def _close(self) -> None:
+        await self._delete(CIRCUIT_VALUE)
+        await self._release()
+        if self.known is not None:
+            log.warning("%s answers again: circuit closed", self.pacer.host)
+        self.known = None
+
+    async def _publish(self, state: CircuitState) -> None:
+        wait = max(0.0, state.probe_at - self._store_now())
+        await self.pacer.pause(wait, cause=f"circuit open: {self.pacer.host} unreachable "
+                                           f"({state.reason}); next probe in {wait:.0f} s")
+        self.pacer.emit(Throttled(wait_seconds=wait, cause="circuit", host=self.pacer.host,
+                                  at=self.pacer.clock.now()))
+
+    async def _claim(self) -> bool:
+        return await self._set(PROBE_VALUE, self.pacer.worker_id or "worker",
+                               ttl_seconds=self.lease_seconds, only_if_absent=True)
+
+    async def _release(self) -> None:
+        if self.probing:
+            self._prober = None
+            await self._delete(PROBE_VALUE, only_if=self.pacer.worker_id or "worker")
+
+    def _ttl(self) -> float:
+        return max(self.timeout_seconds, self.max_interval) * 2 + 60.0
+
+    def _gave_up(self, state: CircuitState, now: float) -> ProviderUnavailableError:
+        return ProviderUnavailableError(
+            f"{self.pacer.host} has been unreachable for {now - state.opened_at:.0f} s "
+            f"({state.reason}); giving up after circuit_timeout_seconds="
+            f"{self.timeout_seconds:g}. Finished rows are kept: run again to resume.",
+            provider=self.pacer.provider)
+
+    def _store_now(self) -> float:
+        return self.pacer.store_now()
+
+    async def _values(self) -> dict[str, str]:
+        gate = self.pacer.gate
+        return await call_gate(gate.blocking, gate.values, self.pacer.key, "circuit")
+
+    async def _set(self, name: str, value: str, *, ttl_seconds: float,
+                   only_if_absent: bool = False) -> bool:
+        gate = self.pacer.gate
+        call = functools.partial(gate.set_value, self.pacer.key, name, value,
+                                 ttl_seconds=ttl_seconds, only_if_absent=only_if_absent)
+        return await call_gate(gate.blocking, call)
+
+    async def _delete(self, name: str, *, only_if: str | None = None) -> None:
+        gate = self.pacer.gate
+        call = functools.partial(gate.delete_value, self.pacer.key, name, only_if=only_if)
+        await call_gate(gate.blocking, call)

@@ -1,0 +1,274 @@
+"""The pacer: when one worker may send, on the fleet's shared gate.
+
+A :class:`Pacer` serves one engine run (one worker of the fleet) on one gate key.
+It reserves send slots on the gate and waits for them on this worker's clock (the
+slot is on the store's clock: :class:`~geotoolkit.engine.timing.SlotTiming` converts
+it, learns the usual gate round trip and how late this worker usually fires), checks
+the pause epoch right before every send, publishes pauses, counts what the worker
+saw (flushed with its next gate call) and samples the fleet for the progress
+display. The engine keeps the batch, the retries and the outcomes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import math
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+from geotoolkit.clock import Clock
+from geotoolkit.engine.timing import Counts, SlotTiming
+from geotoolkit.errors import GeotoolkitError, QuotaExceededError, RateLimitError
+from geotoolkit.gate.base import HEARTBEAT_SECONDS, Cap, FleetStats, Gate, GateState, Reservation
+from geotoolkit.policy import RatePolicy
+from geotoolkit.progress import Event, FleetSampled, Throttled
+
+__all__ = ["Pacer", "Stopped", "call_gate"]
+
+log = logging.getLogger("geotoolkit.engine")
+
+#: Waits longer than this are cut in steps (samples and heartbeats go on meanwhile).
+LONG_WAIT_SECONDS = HEARTBEAT_SECONDS / 4
+#: A wait for a slot shorter than this is not used to sample the fleet.
+_SAMPLE_MARGIN_SECONDS = 0.1
+#: The most a long interval adds to ``Pacer.late_send_seconds``.
+_MAX_EXTRA_LATE_SECONDS = 0.01
+
+T = TypeVar("T")
+
+
+class _Stamped(Protocol):
+    @property
+    def now(self) -> float: ...
+
+
+R = TypeVar("R", bound=_Stamped)
+
+
+class Stopped(Exception):
+    """Internal: the run is stopping (another worker hit an error that ends the batch)."""
+
+
+async def call_gate(blocking: bool, fn: Callable[..., T], *args: Any) -> T:
+    """Call a gate or store method: in a worker thread when it does I/O."""
+    if blocking:
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
+
+
+class Pacer:
+    """Send slots for one worker on one gate key; see the module docstring.
+
+    Parameters
+    ----------
+    gate, key
+        The fleet gate and this provider's key on it.
+    rate
+        The fleet's rate policy (its interval is the spacing of the whole fleet).
+    clock
+        This worker's clock (injected in tests).
+    cap
+        A daily or monthly cap counted on the gate, if any.
+    max_wait_seconds
+        Non-blocking mode: a wait longer than this raises ``RateLimitError``.
+    host, provider
+        Named in causes and errors.
+    emit
+        Receives ``Throttled`` and ``FleetSampled`` events.
+    stopping
+        Tells the pacer the run is ending (it raises ``Stopped`` instead of waiting).
+    """
+
+    #: A reserved slot fired this much later than usual is given up (see ``slot``): half the
+    #: slack the default 3 % safety margin leaves in a one-second window...
+    late_send_seconds = 0.015
+    #: ... plus this share of the interval between two sends of the fleet, up to 10 ms more.
+    #: Giving up a slot costs one interval; the longer it is, the more lateness is worth
+    #: the risk of a 429 (which costs a pause of the whole fleet).
+    late_send_interval_share = 0.05
+
+    def __init__(self, gate: Gate, key: str, rate: RatePolicy, *, clock: Clock,
+                 cap: Cap | None = None, max_wait_seconds: float | None = None,
+                 host: str = "", provider: str = "", sample_seconds: float = 0.5,
+                 emit: Callable[[Event], None] = lambda event: None,
+                 stopping: Callable[[], bool] = lambda: False) -> None:
+        self.gate, self.key, self.rate, self.clock = gate, key, rate, clock
+        self.cap, self.max_wait_seconds = cap, max_wait_seconds
+        self.host, self.provider = host, provider
+        self.sample_seconds, self.emit, self._stopping = sample_seconds, emit, stopping
+        #: What this worker saw since its last gate call (flushed with the next one).
+        self.counts = Counts()
+        #: This run's id on the gate (random, new for every run).
+        self.worker_id = ""
+        self._timing = SlotTiming()
+        self._sampling = False
+        self._next_sample = self._last_beat = -math.inf
+
+    # -- slots ---------------------------------------------------------------------------
+
+    async def slot(self) -> int:
+        """Reserve a send slot on the gate and wait for it; return its pause epoch.
+
+        After waiting, the reservation stands only if no pause was published meanwhile
+        (a pause cancels every outstanding reservation: same epoch). That check starts
+        one usual gate round trip before the slot, so the send is not late by the round
+        trip; a check back before the slot is repeated at the slot, so a send always
+        follows its check at once and never goes before its slot. A slot fired later
+        than this worker's usual lateness by more than the tolerance would land next to
+        the following slots and break the fleet's spacing (a stalled process, a slow gate
+        call), so it is given up, once per request, and a new one reserved.
+        """
+        given_up = False
+        while True:
+            if self._stopping():
+                raise Stopped
+            slot = await self._timed(self._reserve)
+            if slot.wait <= 0:
+                return slot.epoch
+            self.check_budget(slot.wait)
+            deadline = self._timing.local(slot.now + slot.wait)
+            # Sample only when there is time for it: never between a slot and its send.
+            await self.sleep_until(deadline - self._timing.lead,
+                                   sample=slot.wait > _SAMPLE_MARGIN_SECONDS)
+            if not slot.reserved:
+                continue  # nothing was reserved: ask again
+            state = await self._timed(self.state)
+            if self.clock.now() < deadline:  # back before the slot: check again at it, so
+                await self.clock.sleep(deadline - self.clock.now())  # the send follows a check
+                state = await self._timed(self.state)  # at once (a pause may come meanwhile)
+            if state.pause_remaining > 0 or state.epoch != slot.epoch:
+                continue
+            on_time = self._timing.on_time(self.clock.now() - deadline, self._late_tolerance)
+            if given_up or on_time:
+                return slot.epoch
+            given_up = True
+
+    def store_now(self) -> float:
+        """The store's clock now, as far as this worker's gate calls tell (shared times)."""
+        return self.clock.now() + self._timing.sync.offset
+
+    @property
+    def _late_tolerance(self) -> float:
+        extra = min(_MAX_EXTRA_LATE_SECONDS, self.late_send_interval_share * self.rate.interval)
+        return self.late_send_seconds + extra
+
+    async def _timed(self, call: Callable[[], Awaitable[R]]) -> R:
+        """A gate call whose reply (``.now``: the store's clock) also times the next sends."""
+        start = self.clock.now()
+        reply = await call()
+        self._timing.observe(start, self.clock.now(), reply.now)
+        return reply
+
+    async def state(self) -> GateState:
+        """The key's pacing state (pause, epoch) on the gate."""
+        return await call_gate(self.gate.blocking, self.gate.state, self.key)
+
+    async def _reserve(self) -> Reservation:
+        reserve = functools.partial(self.gate.reserve, self.key, self.rate.interval,
+                                    self.rate.horizon_seconds, report=self.counts.take(),
+                                    cap=self.cap)
+        try:
+            return await call_gate(self.gate.blocking, reserve)
+        except QuotaExceededError as exc:
+            exc.provider = exc.provider or self.provider
+            raise
+
+    def check_budget(self, wait: float) -> None:
+        """Non-blocking mode: refuse to wait longer than ``max_wait_seconds``."""
+        budget = self.max_wait_seconds
+        if budget is not None and wait > budget:
+            raise RateLimitError(
+                f"{self.host} asks to wait {wait:.1f} s, more than max_wait_seconds={budget:g}",
+                retry_after=wait, provider=self.provider)
+
+    # -- pauses --------------------------------------------------------------------------
+
+    async def pause(self, seconds: float, *, cause: str, rate_limited: bool = False) -> None:
+        """Publish a fleet-wide pause on the gate (call it *before* sleeping locally)."""
+        publish = functools.partial(self.gate.pause, self.key, seconds, cause=cause,
+                                    rate_limited=rate_limited, report=self.counts.take())
+        await call_gate(self.gate.blocking, publish)
+
+    async def throttled(self, exc: RateLimitError, wait: float) -> None:
+        """A 429/503: publish the pause (before sleeping), then tell the listeners."""
+        host = self.host
+        if exc.retry_after is not None:
+            cause = f"Retry-After from {host}: {wait:.0f} s"
+        else:
+            cause = f"backoff after HTTP {exc.status_code} from {host}: {wait:.1f} s"
+        await self.pause(wait, cause=cause, rate_limited=exc.status_code == 429)
+        self.emit(Throttled(
+            wait_seconds=wait, host=host, status_code=exc.status_code,
+            cause="retry-after" if exc.retry_after is not None else "backoff",
+            retry_after=exc.retry_after, at=self.clock.now()))
+
+    async def sleep_until(self, deadline: float, *, sample: bool = True) -> None:
+        """Sleep until ``deadline`` on the clock; a long wait (a pause) is cut in steps so
+        the fleet stays sampled and this worker's heartbeat alive."""
+        while True:
+            if sample:
+                await self.sample()
+            remaining = deadline - self.clock.now()
+            if remaining <= LONG_WAIT_SECONDS:
+                await self.clock.sleep(remaining)
+                return
+            await self.clock.sleep(LONG_WAIT_SECONDS)
+
+    # -- the fleet -----------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def joined(self) -> AsyncIterator[None]:
+        """Join the fleet for the block (a first sample), then leave it (a last one, if due)."""
+        self.worker_id = secrets.token_hex(8)
+        self._next_sample, self._last_beat = -math.inf, -math.inf
+        await self.sample()
+        try:
+            yield
+        finally:
+            await self.sample()
+            await self._record(leaving=True)
+
+    async def sample(self) -> None:
+        """Sample the fleet if ``sample_seconds`` have passed since the last sample.
+
+        Workers call this at natural points (after a query settles, before a wait); no
+        task of its own sleeps on the clock. The heartbeat is refreshed every quarter of
+        its lifetime; the samples between are reads.
+        """
+        now = self.clock.now()
+        if self._sampling or now < self._next_sample:
+            return
+        self._sampling, self._next_sample = True, now + self.sample_seconds
+        try:
+            beat = now - self._last_beat >= HEARTBEAT_SECONDS / 4
+            if beat:
+                self._last_beat = now
+            stats = await self._record(heartbeat=beat)
+            if stats is not None:
+                self.emit(self._sampled(stats))
+        finally:
+            self._sampling = False
+
+    async def _record(self, *, heartbeat: bool = True, leaving: bool = False) -> FleetStats | None:
+        """Flush the counts and refresh (or drop) the heartbeat; never fails the batch."""
+        record = functools.partial(self.gate.record, self.key, self.counts.take(),
+                                   worker=self.worker_id if heartbeat or leaving else None,
+                                   leaving=leaving)
+        try:
+            return await call_gate(self.gate.blocking, record)
+        except GeotoolkitError as exc:
+            log.debug("could not record fleet stats: %s", exc)
+            return None
+
+    def _sampled(self, stats: FleetStats) -> FleetSampled:
+        rate = self.rate.rate
+        return FleetSampled(
+            pace=stats.pace, allowed_rate=None if rate is None else rate * stats.rate_factor,
+            requests=stats.requests, successes=stats.successes, throttled=stats.throttled,
+            window_seconds=stats.window_seconds, pause_remaining=stats.pause_remaining,
+            pause_cause=stats.pause_cause, workers_active=stats.workers_active,
+            at=self.clock.now())

@@ -1,0 +1,143 @@
+"""What the renderers show of precision and chains (too coarse, the stage), and the map."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+import pytest
+
+from geotoolkit import ConfigurationError
+from geotoolkit.display.map import PRECISION_COLOURS, ResultMap, explore
+from geotoolkit.display.model import ProgressModel, counts_text, stage_text, summary_line
+from geotoolkit.display.text import TextProgress
+from geotoolkit.display.widget import ProgressPanel
+from geotoolkit.orchestration.frame import outcomes_frame
+from geotoolkit.progress import (
+    BatchFinished,
+    BatchStarted,
+    Event,
+    ItemFinished,
+    StageSink,
+    StageStarted,
+    Tally,
+)
+from geotoolkit.results import Match, NoMatch
+
+CHAIN: list[Event] = [
+    StageStarted(1, 2, "census", 4, at=0.0),
+    BatchStarted(total=4, unique=4, rate=5.0, host="census.example", at=0.0),
+    ItemFinished("matched", precision="address", at=1.0),
+    ItemFinished("too_coarse", precision="locality", passed_on=True, at=1.0),
+    ItemFinished("no_match", rows=2, passed_on=True, at=1.0),
+    StageStarted(2, 2, "nominatim", 3, at=1.0),
+    BatchStarted(total=3, unique=2, rate=1.0, host="nominatim.example", at=1.0),
+    ItemFinished("matched", precision="street", at=2.0),
+]
+
+
+def test_a_chain_is_counted_once_per_row_and_shows_its_stage() -> None:
+    tally = Tally()
+    for event in CHAIN:
+        tally.update(event)
+    assert (tally.total, tally.done, tally.passed_on, tally.matched) == (4, 2, 3, 2)
+    assert (tally.rate, tally.host) == (1.0, "nominatim.example")  # the running stage's
+    model = ProgressModel(time_fn=lambda: 2.0, tally=tally)
+    assert stage_text(model.view()) == "stage 2/2: nominatim (3 rows)"
+    stream = io.StringIO()
+    text = TextProgress(stream, time_fn=lambda: 2.0)
+    for event in CHAIN:
+        text(event)
+    assert "| stage 2/2: nominatim (3 rows) |" in text.line()
+    panel = ProgressPanel(display=False, time_fn=lambda: 2.0)
+    for event in CHAIN:
+        panel(event)
+    panel.flush()
+    assert "stage 2/2: nominatim (3 rows)" in panel.title.value
+    assert "stage 2/2: nominatim (3 rows)" in panel.text()
+
+
+def test_too_coarse_is_counted_apart_everywhere() -> None:
+    events: list[Event] = [BatchStarted(total=3, unique=3), ItemFinished("matched"),
+                           ItemFinished("too_coarse", precision="locality"),
+                           ItemFinished("no_match"),
+                           BatchFinished(1, 1, 0, elapsed_seconds=1.0, too_coarse=1)]
+    tally = Tally()
+    panel = ProgressPanel(display=False)
+    for event in events:
+        tally.update(event)
+        panel(event)
+    assert summary_line(tally) == ("3/3 rows: 1 matched, 1 too coarse, 1 no match, 0 failed; "
+                                   "0 throttled; 1.0 s; done")
+    assert "1 too coarse" in panel.counts.value and panel.bar.bar_style == "warning"
+    view = ProgressModel(tally=tally).view()
+    assert view.dead_letters == 2 and counts_text(view).startswith("1 matched, 1 too coarse")
+    plain = Tally()
+    plain.update(ItemFinished("matched"))
+    assert "too coarse" not in counts_text(ProgressModel(tally=plain).view())
+
+
+def test_the_stage_sink_holds_back_a_stage_finish_but_not_an_error() -> None:
+    seen: list[Event] = []
+    sink = StageSink(seen.append, min_precision="street", fallback_on=("no_match", "failed"))
+    sink.last = False
+    sink(BatchStarted(total=3, unique=3, at=5.0))
+    sink(ItemFinished("failed", attempts=0))  # never sent: not passed on
+    sink(ItemFinished("failed", attempts=2))
+    sink(ItemFinished("matched", precision="postcode"))  # too coarse, not in fallback_on
+    sink(BatchFinished(1, 0, 2, elapsed_seconds=1.0, at=6.0))
+    assert [type(e).__name__ for e in seen] == ["BatchStarted", "ItemFinished", "ItemFinished",
+                                                "ItemFinished"]
+    assert [(e.status, e.passed_on) for e in seen[1:]] == [  # type: ignore[union-attr]
+        ("failed", False), ("failed", True), ("too_coarse", False)]
+    sink(BatchFinished(0, 0, 0, elapsed_seconds=1.0, at=7.0, error="AuthenticationError: 403"))
+    end = seen[-1]
+    assert isinstance(end, BatchFinished) and end.error == "AuthenticationError: 403"
+    assert (end.failed, end.too_coarse, end.elapsed_seconds) == (1, 1, 2.0)
+
+
+# -- the map --------------------------------------------------------------------------------
+
+
+def _result() -> gpd.GeoDataFrame:
+    df = pd.DataFrame({"address": ["Städtle 38", "Vaduz", "Nowhere <b>", "Äulestrasse"]})
+    outcomes = [Match(9.52195, 47.13974, "Städtle 38, Vaduz", "sim", precision="address"),
+                Match(9.5215, 47.1415, "Vaduz", "sim", precision="locality"),
+                NoMatch(provider="sim"),
+                Match(9.5205, 47.1418, "Äulestrasse", "sim", precision="street")]
+    return outcomes_frame(df, outcomes, min_precision="street")
+
+
+def test_explore_colours_points_by_precision_and_lists_the_dead_letters(tmp_path: Path) -> None:
+    pytest.importorskip("folium")
+    shown = _result().geocode.explore()
+    assert isinstance(shown, ResultMap)
+    page = shown._repr_html_()
+    assert list(shown.dead_letters["address"]) == ["Vaduz", "Nowhere <b>"]
+    assert "2 dead letters" in page and "precision locality is coarser than street" in page
+    assert "Nowhere &lt;b&gt;" in page and "Nowhere <b>" not in shown.table_html()  # escaped
+    rendered = shown.map.get_root().render()
+    for colour in (PRECISION_COLOURS["address"], PRECISION_COLOURS["street"]):
+        assert colour in rendered
+    assert PRECISION_COLOURS["country"] not in rendered  # only the precisions present
+    assert "too coarse" in rendered and "geocode_precision" in rendered
+    saved = shown.save(tmp_path / "map.html")
+    assert "2 dead letters" in saved.read_text(encoding="utf-8")
+
+
+def test_explore_without_the_map_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "folium", None)  # an import of it now fails
+    with pytest.raises(ConfigurationError, match=r"pip install 'geotoolkit\[map\]'"):
+        explore(_result(), _result().geocode.dead_letters())
+
+
+def test_explore_a_result_without_dead_letters_or_matches() -> None:
+    pytest.importorskip("folium")
+    df = pd.DataFrame({"address": ["Städtle 38"]})
+    matched = outcomes_frame(df, [Match(9.52195, 47.13974, "x", "sim", precision="address")])
+    assert "No dead letters" in matched.geocode.explore()._repr_html_()
+    nothing = outcomes_frame(df, [NoMatch(provider="sim")])
+    assert "1 dead letter" in nothing.geocode.explore()._repr_html_()

@@ -1,0 +1,128 @@
+"""The fleet-wide circuit breaker, on a fake clock: a provider that is down costs a few probes,
+not six attempts a row; the batch recovers or ends clearly; every worker on the key sees it."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from geotoolkit import FakeClock, MemoryGate, ProviderUnavailableError, Query, RateLimitError
+from geotoolkit.engine import Engine
+from geotoolkit.engine.circuit import CIRCUIT_VALUE, CircuitState
+from geotoolkit.policy import Backoff
+from geotoolkit.progress import Event, FleetSampled
+from geotoolkit.providers import Nominatim
+from geotoolkit.results import Failure, Match, Outcome
+
+PROVIDER = Nominatim("http://sim.test", user_agent="geotoolkit-tests/1.0")
+MATCH = [{"lat": "47.14", "lon": "9.52", "display_name": "Vaduz"}]
+
+
+class Outage:
+    """A provider down (connection refused) until ``up_at`` on the clock; logs every attempt."""
+
+    def __init__(self, clock: FakeClock, up_at: float = float("inf"),
+                 poison: str | None = None) -> None:
+        self.clock, self.up_at, self.poison = clock, up_at, poison
+        self.sent: list[tuple[float, str]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        q = request.url.params.get("q", "")
+        self.sent.append((self.clock.now(), q))
+        if self.poison is not None and self.poison in q:
+            return httpx.Response(500, text="internal error")
+        if self.clock.now() < self.up_at:
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, json=MATCH)
+
+
+def engine(clock: FakeClock, transport: Callable[[httpx.Request], httpx.Response],
+           gate: MemoryGate, **kwargs: Any) -> Engine:
+    options: dict[str, Any] = {
+        "gate": gate, "rate": 10.0, "clock": clock, "transport": httpx.MockTransport(transport),
+        "concurrency": 4, "rng": random.Random(0), "circuit_timeout_seconds": 600.0,
+        "backoff": Backoff(initial_seconds=1.0, max_seconds=30.0)}
+    options.update(kwargs)
+    return Engine(PROVIDER, **options)
+
+
+def queries(n: int, prefix: str = "Street") -> list[Query | str]:
+    return [Query(text=f"{prefix} {i}, Vaduz") for i in range(n)]
+
+
+def test_a_provider_that_stays_down_costs_a_few_probes_then_ends_the_batch_clearly() -> None:
+    clock = FakeClock(start=0.0)
+    outage = Outage(clock)
+    with pytest.raises(ProviderUnavailableError, match=r"unreachable for .* circuit_timeout_seconds"):
+        asyncio.run(engine(clock, outage, MemoryGate(clock=clock)).run(queries(200)))
+    # Without the circuit: 200 rows x 6 attempts = 1200 requests over hours of backoff.
+    assert len(outage.sent) < 40
+    assert 600 <= clock.now() < 700  # it gave up after circuit_timeout_seconds, not before
+    probes = [t for t, _ in outage.sent if t > 5]
+    gaps = [round(b - a) for a, b in itertools.pairwise(probes)]
+    assert gaps[:4] == [8, 16, 32, 60] and set(gaps[4:]) == {60}  # growing, then capped
+
+
+def test_the_batch_recovers_when_the_provider_comes_back() -> None:
+    clock = FakeClock(start=0.0)
+    outage = Outage(clock, up_at=100.0)
+    events: list[Event] = []
+    outcomes = asyncio.run(engine(clock, outage, MemoryGate(clock=clock))
+                           .run(queries(50), events.append))
+    assert [o.status for o in outcomes] == ["matched"] * 50
+    during = [t for t, _ in outage.sent if t < 100.0]
+    assert len(during) < 20  # a few failures, then one probe at a time
+    assert all(isinstance(o, Match) and o.attempts <= 2 for o in outcomes)  # rows kept their place
+    causes = {e.pause_cause for e in events if isinstance(e, FleetSampled) and e.pause_cause}
+    assert any(c.startswith("circuit open: sim.test unreachable") for c in causes)
+
+
+def test_every_worker_on_the_key_waits_while_one_probes() -> None:
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+    outage = Outage(clock, up_at=200.0)
+
+    async def both() -> list[list[Outcome]]:
+        runs = [engine(clock, outage, gate).run(queries(30, name)) for name in ("A", "B")]
+        return list(await asyncio.gather(*runs))
+
+    results = asyncio.run(both())
+    assert all(o.status == "matched" for run in results for o in run)
+    during = sorted(t for t, _ in outage.sent if 10.0 < t < 200.0)
+    assert 3 <= len(during) <= 12  # probes of the fleet, not of each worker
+    assert all(b - a >= 1.9 for a, b in itertools.pairwise(during))  # one at a time
+    state = gate.values(PROVIDER.gate_key, "circuit")
+    assert CIRCUIT_VALUE not in state  # closed again
+
+
+def test_one_poisoned_row_does_not_open_the_circuit() -> None:
+    clock = FakeClock(start=0.0)
+    outage = Outage(clock, up_at=0.0, poison="Street 3,")
+    outcomes = asyncio.run(engine(clock, outage, MemoryGate(clock=clock), concurrency=1)
+                           .run(queries(8)))
+    statuses = [o.status for o in outcomes]
+    assert statuses == ["matched"] * 3 + ["failed"] + ["matched"] * 4
+    poisoned = outcomes[3]
+    assert isinstance(poisoned, Failure) and poisoned.attempts == 6
+    assert "HTTP 500" in poisoned.reason
+
+
+def test_non_blocking_mode_raises_with_the_time_to_the_next_probe() -> None:
+    clock = FakeClock(start=0.0)
+    outage = Outage(clock)
+    with pytest.raises(RateLimitError) as info:
+        asyncio.run(engine(clock, outage, MemoryGate(clock=clock), max_wait_seconds=1.0)
+                    .run(queries(20)))
+    assert info.value.retry_after is not None and info.value.retry_after > 1.0
+
+
+def test_circuit_state_survives_junk_on_the_gate() -> None:
+    assert CircuitState.from_json('[1, 2, "x", "y"]') is None
+    assert CircuitState.from_json('[1, 2, NaN, "y"]') is None
+    assert CircuitState.from_json(None) is None
