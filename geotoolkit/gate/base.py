@@ -36,11 +36,15 @@ fleet-wide circuit breaker: its state, a half-open probe lease)::
     values(key, prefix="")                                 # {name: value}, live ones only
     delete_value(key, name, only_if=value)                 # release the lease you hold
 
-Each call is atomic (one Lua script, one SQL statement, one ``BEGIN IMMEDIATE``
+Each call is atomic (one Lua script call, one SQL statement, one ``BEGIN IMMEDIATE``
 transaction, one lock). An expired value is absent: ``only_if_absent`` takes it
 over, ``values`` does not list it, ``delete_value`` answers False. Values never
 cross gate keys. Store calls have a deadline (``timeout_seconds``): a store that
 is down, slow or locked raises ``GateError``, never waits forever.
+
+Every gate is ``geotoolkit.gate.strategy.FleetGate`` (the strategy above, written
+once in Python) over a ``geotoolkit.gate.primitives.GateStore`` (the atomic
+operations that must run on the store's clock).
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ class FallbackGate:
 
     def _push_pauses(self) -> None:
         """Publish the pauses decided while degraded (raises GateError if still down)."""
-        keys: list[str] = self._local.keys()
+        keys = self._local.keys()
         for key in keys:
             remaining = self._local.state(key).pause_remaining
             if remaining > 0:
@@ -207,6 +207,26 @@ class FallbackGate:
     def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
         return self._route(lambda: self.inner.delete_value(key, name, only_if=only_if),
                            lambda: self._local.delete_value(key, name, only_if=only_if))
+
+    def keys(self, prefix: str = "") -> list[str]:
+        """The gate keys on the store (this process's own while degraded)."""
+        inner = getattr(self.inner, "keys", None)
+        if inner is None:
+            return self._local.keys(prefix)
+        return self._route(lambda: list(inner(prefix)), lambda: self._local.keys(prefix))
+
+    def snapshot(self, key: str) -> tuple[FleetStats, Usage, Usage]:
+        """A key's stats and its day's and month's cap counts (see ``FleetGate.snapshot``)."""
+
+        def inner() -> tuple[FleetStats, Usage, Usage]:
+            snapshot = getattr(self.inner, "snapshot", None)
+            if snapshot is not None:
+                found: tuple[FleetStats, Usage, Usage] = snapshot(key)
+                return found
+            return (self.inner.stats(key), self.inner.usage(key, "day"),
+                    self.inner.usage(key, "month"))
+
+        return self._route(inner, lambda: self._local.snapshot(key))
 
     def close(self) -> None:
         try:

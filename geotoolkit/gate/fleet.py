@@ -1,168 +1,210 @@
-"""Pure fleet-state steps shared by the host-clock gates (memory, SQLite).
+"""The fleet strategy's pure decision steps.
 
-The Redis Lua scripts and the PostgreSQL functions implement the same steps on
-the server; the contract suite checks that every backend agrees. Stdlib only.
+Everything here is plain numbers in, plain numbers out (stdlib only), so the
+strategy (``geotoolkit.gate.strategy.FleetGate``) is tested without a store:
 
-``Fleet`` holds what a key needs beyond the GCRA pair: the pause epoch and cause,
-the AIMD state and a ring of one-second buckets counting requests, successes
-and throttled answers.
+- ``AimdState``: the adaptive factor and its instants, kept as one shared value
+  (``AIMD``) updated by compare-and-set; ``credited`` (additive increase) and
+  ``throttled`` (a 429 event: maybe a multiplicative cut).
+- the stats window: one-second buckets of three counters each
+  (``bucket_counts``, ``window_names``, ``window_totals``).
+- caps: ``period_of`` (the UTC day or month of an instant) and ``cap_reached``.
+- ``StoreClock``: the store's clock as this host knows it, from stamped replies.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from geotoolkit.errors import QuotaExceededError
-from geotoolkit.gate.base import (
-    Aimd,
-    Cap,
-    FleetStats,
-    Period,
-    Report,
-    Usage,
-    gcra_acquire,
-    gcra_pause,
-    is_new_pause,
-)
+from geotoolkit.gate.base import Aimd, Cap, Period, Report, Usage
 
 __all__ = [
+    "AIMD",
+    "AIMD_TTL_SECONDS",
     "BUCKET_SECONDS",
+    "CAP_KEEP_SECONDS",
     "CREDIT_SECONDS",
     "SLOTS",
     "WINDOW_SECONDS",
-    "Fleet",
+    "WINDOW_TTL_SECONDS",
+    "WORKER",
+    "AimdState",
+    "StoreClock",
+    "bucket_counts",
     "cap_reached",
-    "pause_step",
     "period_of",
-    "reserve_step",
+    "stamp_of",
+    "window_names",
+    "window_totals",
 ]
 
 #: The sliding window: ``SLOTS`` buckets of ``BUCKET_SECONDS``.
 BUCKET_SECONDS = 1.0
 SLOTS = 10
 WINDOW_SECONDS = BUCKET_SECONDS * SLOTS
+#: A bucket's counters outlive the window a little (a client's estimate of the store's clock).
+WINDOW_TTL_SECONDS = WINDOW_SECONDS + 5.0
 
 #: Sends made near an increase are credited at most this many seconds each.
 CREDIT_SECONDS = 1.0
 
-Bucket = tuple[int, int, int, int]  # (stamp, requests, successes, throttled)
+#: The shared value holding the AIMD state, and how long it outlives its last change.
+AIMD = "aimd"
+AIMD_TTL_SECONDS = 86_400.0
+#: Heartbeats are shared values named ``WORKER + worker id``.
+WORKER = "worker:"
+
+#: Cap counters live this long after their period ends.
+CAP_KEEP_SECONDS = 86_400.0
+
+_KINDS = ("r", "s", "t")  # requests, successes, throttled
 
 
 @dataclass(frozen=True)
-class Fleet:
-    """Per-key state beyond ``tat``/``pause_until``; ``None`` times mean "never"."""
+class AimdState:
+    """The fleet's adaptive factor and the instants that drive it (``None``: never).
 
-    epoch: int = 0
-    cause: str = ""
+    Stored as text in one shared value and changed only by compare-and-set, so a
+    burst of 429s answered by many workers at once changes it once.
+
+    >>> AimdState.from_text(AimdState(0.5, 10.0, 10.0, 12.5).to_text())
+    AimdState(factor=0.5, decreased_at=10.0, throttled_at=10.0, increased_at=12.5)
+    >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
+    True
+    """
+
     factor: float = 1.0
     decreased_at: float | None = None
     throttled_at: float | None = None
     increased_at: float | None = None
-    ring: tuple[Bucket, ...] = ()
 
-    # -- AIMD ------------------------------------------------------------------
+    def to_text(self) -> str:
+        return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at])
 
-    def succeeded(self, now: float, successes: int, aimd: Aimd) -> Fleet:
-        """Additive increase: credit the time since the last credit, if answers succeeded."""
-        if successes <= 0:
+    @classmethod
+    def from_text(cls, text: str | None) -> AimdState:
+        try:
+            factor, decreased, throttled, increased = json.loads(text or "null")
+            return cls(float(factor), _instant(decreased), _instant(throttled), _instant(increased))
+        except (TypeError, ValueError):
+            return cls()
+
+    def credited(self, now: float, successes: int, aimd: Aimd) -> AimdState:
+        """Additive increase: credit the time since the last credit, if answers succeeded.
+
+        At the configured rate (factor 1) there is nothing to credit; during the
+        pause that came with a cut (``now <= increased_at``) neither.
+
+        >>> a = Aimd(increase_per_second=0.01)
+        >>> AimdState(0.5, increased_at=10.0).credited(10.5, 3, a).factor
+        0.505
+        >>> AimdState(0.5, increased_at=10.0).credited(99.0, 3, a).factor   # at most 1 s each
+        0.51
+        """
+        if successes <= 0 or self.factor >= 1.0:
             return self
         if self.increased_at is None:
             return replace(self, increased_at=now)
-        if now <= self.increased_at:  # still inside the pause that came with a cut
+        if now <= self.increased_at:
             return self
         credit = min(now - self.increased_at, CREDIT_SECONDS)
-        factor = min(1.0, self.factor + aimd.increase_per_second * credit)
-        return replace(self, factor=factor, increased_at=now)
+        return replace(self, factor=min(1.0, self.factor + aimd.increase_per_second * credit),
+                       increased_at=now)
 
-    def throttled(self, now: float, pause_until: float, aimd: Aimd) -> Fleet:
-        """A 429 at ``now`` (``pause_until``: the pause before it); maybe cut the factor."""
-        if now < pause_until:
-            return self  # part of the burst that published the running pause
-        fleet = replace(self, throttled_at=now)
+    def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd) -> AimdState:
+        """A 429 at ``now`` while the pause before it ran until ``previous_until``.
+
+        During a pause it is part of the burst that published it: nothing changes.
+        Otherwise it is an event: maybe a cut (``Aimd.cut``, at most one per
+        ``hold_seconds``), after which successes count only from ``new_until``
+        (the end of the pause it publishes).
+
+        >>> a = Aimd(decrease=0.5)
+        >>> AimdState().throttled(10.0, 0.0, 12.0, a)               # a first 429 only pauses
+        AimdState(factor=1.0, decreased_at=None, throttled_at=10.0, increased_at=None)
+        >>> AimdState(throttled_at=9.0).throttled(10.0, 0.0, 12.0, a)
+        AimdState(factor=0.5, decreased_at=10.0, throttled_at=10.0, increased_at=12.0)
+        >>> AimdState(throttled_at=9.0).throttled(10.0, 11.0, 12.0, a).throttled_at   # in a pause
+        9.0
+        """
+        if now < previous_until:
+            return self
+        state = replace(self, throttled_at=now)
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
-            return fleet
+            return state
         multiplier = aimd.cut(now, self.throttled_at)
         if multiplier >= 1.0:
-            return fleet
-        factor = max(aimd.min_factor, self.factor * multiplier)
-        return replace(fleet, factor=factor, decreased_at=now)
-
-    # -- counts ----------------------------------------------------------------
-
-    def counted(self, now: float, report: Report | None) -> Fleet:
-        """Add ``report`` to the current one-second bucket."""
-        if not report:
-            return self
-        stamp = math.floor(now / BUCKET_SECONDS)
-        ring = [b for b in self.ring if stamp - SLOTS < b[0] <= stamp and b[0] != stamp]
-        current = next((b for b in self.ring if b[0] == stamp), (stamp, 0, 0, 0))
-        ring.append((stamp, current[1] + report.requests, current[2] + report.successes,
-                     current[3] + report.throttled))
-        return replace(self, ring=tuple(sorted(ring)))
-
-    def stats(self, now: float, pause_until: float, workers: int) -> FleetStats:
-        """The window's totals; the window is shorter while the key is new."""
-        stamp = math.floor(now / BUCKET_SECONDS)
-        live = [b for b in self.ring if stamp - SLOTS < b[0] <= stamp]
-        window = WINDOW_SECONDS
-        if live:
-            oldest = min(b[0] for b in live) * BUCKET_SECONDS
-            window = max(BUCKET_SECONDS, min(WINDOW_SECONDS, now - oldest))
-        return FleetStats(
-            now=now, window_seconds=window,
-            requests=sum(b[1] for b in live), successes=sum(b[2] for b in live),
-            throttled=sum(b[3] for b in live), rate_factor=self.factor,
-            pause_until=pause_until, pause_cause=self.cause if pause_until > now else "",
-            workers_active=workers)
-
-    # -- storage ---------------------------------------------------------------
-
-    def to_json(self) -> str:
-        return json.dumps([self.epoch, self.cause, self.factor, self.decreased_at,
-                           self.throttled_at, self.increased_at, [list(b) for b in self.ring]])
-
-    @classmethod
-    def from_json(cls, text: str | None) -> Fleet:
-        if not text:
-            return cls()
-        epoch, cause, factor, decreased, throttled, increased, ring = json.loads(text)
-        return cls(int(epoch), str(cause), float(factor), decreased, throttled, increased,
-                   tuple((int(s), int(r), int(k), int(t)) for s, r, k, t in ring))
+            return state
+        return replace(state, factor=max(aimd.min_factor, self.factor * multiplier),
+                       decreased_at=now, increased_at=new_until)
 
 
-def reserve_step(
-    now: float, tat: float, until: float, fleet: Fleet, interval: float, horizon: float,
-    report: Report | None, aimd: Aimd,
-) -> tuple[float, float, Fleet]:
-    """Count the report, credit successes, then the GCRA step at ``interval / factor``.
+def _instant(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("an instant must be a number")
+    return float(value)
 
-    Returns ``(wait, new_tat, new_fleet)``; ``new_tat == tat`` when not reserved.
+
+# -- the stats window ---------------------------------------------------------------------------
+
+
+def stamp_of(now: float) -> int:
+    """The one-second bucket of an instant."""
+    return math.floor(now / BUCKET_SECONDS)
+
+
+def bucket_counts(now: float, report: Report) -> dict[str, int]:
+    """The counters a report adds to, in the bucket of ``now`` (zeros too: the bucket exists).
+
+    >>> bucket_counts(1234.5, Report(requests=2, successes=1))
+    {'win:1234:r': 2, 'win:1234:s': 1, 'win:1234:t': 0}
     """
-    fleet = fleet.counted(now, report)
-    fleet = fleet.succeeded(now, report.successes if report else 0, aimd)
-    wait, tat = gcra_acquire(now, tat, until, interval / fleet.factor, horizon)
-    return wait, tat, fleet
+    stamp = stamp_of(now)
+    return {f"win:{stamp}:{kind}": count
+            for kind, count in zip(_KINDS, (report.requests, report.successes, report.throttled),
+                                   strict=True)}
 
 
-def pause_step(
-    now: float, tat: float, until: float, fleet: Fleet, seconds: float, *, cause: str,
-    rate_limited: bool, report: Report | None, aimd: Aimd,
-) -> tuple[float, float, Fleet]:
-    """Publish a pause: ``(new_tat, new_until, new_fleet)``; see ``Gate.pause``."""
-    new_tat, new_until = gcra_pause(now, tat, until, seconds)
-    if rate_limited:
-        cut = fleet.throttled(now, until, aimd)
-        if cut.decreased_at != fleet.decreased_at:
-            cut = replace(cut, increased_at=new_until)  # probe up only after the pause
-        fleet = cut
-    if is_new_pause(now, until, new_until):
-        fleet = replace(fleet, epoch=fleet.epoch + 1, cause=cause)
-    elif new_until > until:
-        fleet = replace(fleet, cause=cause)
-    return new_tat, new_until, fleet.counted(now, report)
+def window_names(now: float) -> tuple[str, ...]:
+    """The counters to read for the window around ``now`` (an estimate: one bucket to spare)."""
+    stamp = stamp_of(now)
+    return tuple(f"win:{s}:{kind}" for s in range(stamp - SLOTS, stamp + 2) for kind in _KINDS)
+
+
+def window_totals(now: float, counters: Mapping[str, int]) -> tuple[float, int, int, int]:
+    """``(window_seconds, requests, successes, throttled)`` over the window ending at ``now``.
+
+    The window is shorter while the key is new (its oldest bucket is recent).
+
+    >>> counts = {**bucket_counts(100.2, Report(3, 2, 1)), **bucket_counts(103.7, Report(1, 1, 0))}
+    >>> window_totals(104.0, counts)
+    (4.0, 4, 3, 1)
+    >>> window_totals(200.0, counts)
+    (10.0, 0, 0, 0)
+    """
+    stamp = stamp_of(now)
+    totals, oldest = [0, 0, 0], None
+    for s in range(stamp - SLOTS + 1, stamp + 1):
+        names = [f"win:{s}:{kind}" for kind in _KINDS]
+        if not any(name in counters for name in names):
+            continue
+        oldest = s if oldest is None else oldest
+        for i, name in enumerate(names):
+            totals[i] += counters.get(name, 0)
+    window = WINDOW_SECONDS
+    if oldest is not None:
+        window = max(BUCKET_SECONDS, min(WINDOW_SECONDS, now - oldest * BUCKET_SECONDS))
+    return window, totals[0], totals[1], totals[2]
+
+
+# -- caps -----------------------------------------------------------------------------------------
 
 
 def period_of(now: float, period: Period) -> tuple[str, float]:
@@ -189,3 +231,33 @@ def cap_reached(cap: Cap, usage: Usage) -> QuotaExceededError:
     return QuotaExceededError(
         f"the {word} cap of {cap.limit} requests on this key is reached ({usage.used} sent in "
         f"{usage.period} UTC); it resets at {reset}")
+
+
+# -- the store's clock --------------------------------------------------------------------------
+
+
+class StoreClock:
+    """The store's clock as this host knows it: the offset of the last stamped reply.
+
+    A reply stamped ``server`` between our ``start`` and ``end`` puts the store's
+    clock at ``server`` around the middle of the round trip: good to the round
+    trip, which is all the strategy needs (the bucket of a report, the period of
+    a cap count; a cap's period is then confirmed by the store's own reply).
+
+    >>> clock = StoreClock()
+    >>> clock.now(100.0)                                     # nothing known yet: ours
+    100.0
+    >>> clock.observe(start=100.0, end=100.002, server=160.5)  # a store a minute ahead
+    >>> round(clock.now(101.0), 3)
+    161.499
+    """
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def observe(self, start: float, end: float, server: float) -> None:
+        self.offset = server - (start + end) / 2
+
+    def now(self, local: float) -> float:
+        """The store's clock when ours reads ``local``."""
+        return local + self.offset

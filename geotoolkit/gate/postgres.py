@@ -1,15 +1,17 @@
-"""The fleet gate on PostgreSQL: one row per gate key, updated by plpgsql functions.
+"""The fleet gate on PostgreSQL: the primitives in SQL, the strategy in Python.
 
-Every gate call is one SQL function call on an autocommit connection (schema in
-``_postgres_sql``); the function locks the key's row, reads the server's
-``clock_timestamp()`` (not ``now()``, frozen at transaction start) and applies the
-step. The state tables are UNLOGGED with a low fillfactor: ephemeral pacing,
-rewritten many times a second by a busy fleet (HOT updates, no WAL); the cap
-counters are logged. Rows idle for an hour are deleted opportunistically; cap
-periods follow the server's UTC calendar.
+Each primitive is one statement (two of them small plpgsql functions that lock
+the key's pacing row; schema in ``_postgres_sql``) reading the server's
+``clock_timestamp()`` (not ``now()``, frozen at transaction start). A batch of
+primitives goes in one round trip: a pipeline (libpq >= 14) that runs as one
+implicit transaction, on an autocommit connection. The state tables are UNLOGGED
+with a low fillfactor: ephemeral pacing, rewritten many times a second by a busy
+fleet (HOT updates, no WAL); the cap counters are logged. Rows idle for an hour
+are deleted opportunistically.
 
 Create the schema ahead of time with ``geotoolkit gate init URL`` (``init_schema``),
-or let the first gate call do it.
+or let the first gate call do it; a schema from an earlier version is upgraded in
+place.
 
 Nothing waits forever: the session has a ``statement_timeout`` of
 ``timeout_seconds`` and a ``lock_timeout`` of 90 % of it (besides
@@ -25,7 +27,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import psycopg
@@ -35,24 +37,26 @@ from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import _postgres_sql as sql
 from geotoolkit.gate._postgres_sql import SCHEMA, SWEEP
-from geotoolkit.gate.base import (
-    HEARTBEAT_SECONDS,
-    Aimd,
-    Cap,
-    FleetStats,
-    GateState,
-    Period,
-    Report,
-    Reservation,
-    Usage,
-    _check,
-    check_timeout,
-    check_value,
+from geotoolkit.gate.base import Aimd, check_timeout
+from geotoolkit.gate.primitives import (
+    AddCounters,
+    Op,
+    Pause,
+    Paused,
+    Primitives,
+    ReadCounters,
+    ReadState,
+    ReadValues,
+    Reserve,
+    SetValue,
+    Slot,
+    StoreState,
+    describe,
 )
-from geotoolkit.gate.fleet import cap_reached
+from geotoolkit.gate.strategy import FleetGate
 from geotoolkit.redact import redact
 
-__all__ = ["PostgresGate", "init_schema"]
+__all__ = ["PostgresGate", "PostgresStore", "init_schema"]
 
 T = TypeVar("T")
 
@@ -62,33 +66,11 @@ _SCHEMA_LOCK = 0x6765_6F74_6B67  # "geotkg"
 #: How often (seconds, per gate instance) idle rows are swept.
 _SWEEP_EVERY = 600.0
 
-#: Stand-in for an infinite horizon.
-_FAR = 1e15
-
-_STATE = """
-    SELECT extract(epoch FROM clock_timestamp())::double precision,
-           coalesce((SELECT tat FROM geotoolkit_gate WHERE key = %(k)s), 0),
-           coalesce((SELECT pause_until FROM geotoolkit_gate WHERE key = %(k)s), 0),
-           coalesce((SELECT epoch FROM geotoolkit_gate WHERE key = %(k)s), 0)
-"""
-
-_STATS = """
-    SELECT s.* FROM (SELECT extract(epoch FROM clock_timestamp())::double precision AS n) c
-      LEFT JOIN geotoolkit_gate g ON g.key = %(k)s
-     CROSS JOIN LATERAL geotoolkit_gate_stats_of(
-           %(k)s, c.n, g.b_stamp, g.b_counts, coalesce(g.factor, 1.0),
-           coalesce(g.pause_until, 0.0), g.cause) s
-"""
-
-_USAGE = """
-    SELECT p.label, coalesce(u.used, 0), p.resets_at
-      FROM geotoolkit_gate_period(extract(epoch FROM clock_timestamp())::double precision,
-                                  %(p)s) p
-      LEFT JOIN geotoolkit_gate_usage u ON u.key = %(k)s AND u.period = p.label
-"""
-
 #: Errors of a statement that ran out of time (the connection itself is fine).
 _TIMED_OUT = (pg_errors.LockNotAvailable, pg_errors.QueryCanceled)
+
+#: Whether this libpq can send a batch in one round trip (a pipeline).
+_PIPELINE = psycopg.Pipeline.is_supported()
 
 
 def _password(dsn: str) -> str | None:
@@ -160,45 +142,65 @@ def _sweep(conn: psycopg.Connection[Any]) -> None:
         conn.execute(statement)
 
 
-def _counts(report: Report | None) -> tuple[int, int, int]:
-    report = report or Report()
-    return report.requests, report.successes, report.throttled
+def _statement(op: Op) -> tuple[str, dict[str, Any]]:
+    """The SQL of one primitive and its parameters."""
+    if isinstance(op, Reserve):
+        return ("SELECT * FROM geotoolkit_gate_reserve_slot(%(k)s, %(i)s, %(h)s)",
+                {"k": op.key, "i": float(op.interval), "h": float(op.horizon)})
+    if isinstance(op, Pause):
+        return ("SELECT * FROM geotoolkit_gate_publish_pause(%(k)s, %(s)s, %(c)s)",
+                {"k": op.key, "s": float(op.seconds), "c": op.cause})
+    if isinstance(op, ReadState):
+        return sql.STATE, {"k": op.key}
+    if isinstance(op, AddCounters):
+        return sql.ADD[op.durable], {"k": op.key, "names": [n for n, _ in op.counts],
+                                     "deltas": [d for _, d in op.counts], "ttl": op.ttl_seconds}
+    if isinstance(op, ReadCounters):
+        return sql.READ[op.durable], {"k": op.key, "names": list(op.names)}
+    if isinstance(op, SetValue):
+        statement = (sql.VALUE_CLAIM if op.only_if_absent
+                     else sql.VALUE_SET if op.only_if is None else sql.VALUE_SWAP)
+        return statement, {"k": op.key, "n": op.name, "v": op.value, "ttl": op.ttl_seconds,
+                           "only": op.only_if}
+    if isinstance(op, ReadValues):
+        return sql.VALUES, {"k": op.key, "p": op.prefix}
+    return sql.VALUE_DELETE, {"k": op.key, "n": op.name, "only": op.only_if}
 
 
-def _fleet_stats(row: Any) -> FleetStats:
-    now, window, requests, successes, throttled, factor, until, cause, workers = row
-    return FleetStats(
-        now=float(now), window_seconds=float(window), requests=int(requests),
-        successes=int(successes), throttled=int(throttled), rate_factor=float(factor),
-        pause_until=float(until), pause_cause=str(cause or ""), workers_active=int(workers))
+def _result(op: Op, cursor: psycopg.Cursor[Any]) -> Any:
+    rows = cursor.fetchall()
+    if isinstance(op, Reserve):
+        wait, now, reserved, epoch = rows[0]
+        return Slot(float(wait), float(now), bool(reserved), int(epoch))
+    if isinstance(op, Pause):
+        now, until, previous, epoch = rows[0]
+        return Paused(float(now), float(until), float(previous), int(epoch))
+    if isinstance(op, ReadState):
+        now, tat, until, epoch, cause = rows[0]
+        return StoreState(float(now), float(tat), float(until), int(epoch), str(cause))
+    if isinstance(op, AddCounters | ReadCounters | ReadValues):
+        convert = str if isinstance(op, ReadValues) else int
+        return {str(name): convert(value) for name, value in rows}
+    return bool(rows)
 
 
 def init_schema(dsn: str, *, timeout_seconds: float = 5.0) -> None:
     """Create (or update) the gate table and functions; idempotent and concurrency-safe."""
-    gate = PostgresGate(dsn, timeout_seconds=timeout_seconds)
+    store = PostgresStore(dsn, timeout_seconds=timeout_seconds)
     try:
-        gate.init_schema()
+        store.init_schema()
     finally:
-        gate.close()
+        store.close()
 
 
-class PostgresGate:
-    """Gate state in a PostgreSQL table, shared by every process that can reach it.
-
-    One autocommit connection guarded by a lock, opened on first use and reopened
-    after a failure. ``clock`` is accepted for a uniform signature and ignored:
-    the server's ``clock_timestamp()`` is the truth. ``timeout_seconds`` bounds
-    connecting and every statement (lock waits included). The password (in the
-    URL's user info, ``?password=`` or ``password=``) appears in no error or repr.
-    """
+class PostgresStore(Primitives):
+    """The primitives on PostgreSQL; see ``PostgresGate``."""
 
     backend = "postgres"
     blocking = True
+    clock: Clock | None = None  # the server's clock_timestamp() is the truth
 
-    def __init__(self, dsn: str, *, clock: Clock | None = None, timeout_seconds: float = 5.0,
-                 aimd: Aimd | None = None) -> None:
-        del clock  # the server clock is the truth
-        self.aimd = aimd or Aimd()
+    def __init__(self, dsn: str, *, timeout_seconds: float = 5.0) -> None:
         self._password = _password(dsn)
         self.dsn = redact(dsn, [self._password])
         try:
@@ -241,7 +243,8 @@ class PostgresGate:
                 try:
                     return body(self._connection())
                 except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction) as exc:
-                    # Someone dropped the schema under us: recreate it, once.
+                    # Someone dropped the schema under us: recreate it, once (the batch
+                    # was one transaction: nothing of it was applied).
                     self._schema_ready = False
                     if attempt == 2:
                         self._fail(action, exc)
@@ -268,112 +271,65 @@ class PostgresGate:
             with contextlib.suppress(psycopg.Error):
                 _sweep(conn)
 
-    # -- the Gate protocol ------------------------------------------------------
+    # -- the primitives -----------------------------------------------------------
 
     def init_schema(self) -> None:
-        """Create (or update) the table and functions now; idempotent."""
+        """Create (or update) the tables and functions now; idempotent."""
+        self._call("create its schema", _create_schema)
 
-        def body(conn: psycopg.Connection[Any]) -> None:
-            _create_schema(conn)
+    def run(self, ops: Sequence[Op]) -> list[Any]:
+        if not ops:
+            return []
 
-        self._call("create its schema", body)
+        def body(conn: psycopg.Connection[Any]) -> list[Any]:
+            if len(ops) == 1 or not _PIPELINE:
+                results = [_result(op, conn.execute(*_statement(op))) for op in ops]
+            else:
+                with conn.pipeline():  # one round trip, one implicit transaction
+                    cursors = [conn.execute(*_statement(op)) for op in ops]
+                results = [_result(op, cursor) for op, cursor in zip(ops, cursors, strict=True)]
+            if any(op.writes for op in ops):
+                self._maybe_sweep(conn)
+            return results
 
-    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
-                report: Report | None = None, cap: Cap | None = None) -> Reservation:
-        _check(interval)
-        if math.isnan(horizon):
-            raise ConfigurationError("the gate horizon must be a number")
-        horizon = max(-_FAR, min(_FAR, horizon))
-        args = (key, float(interval), float(horizon), *_counts(report),
-                self.aimd.increase_per_second, cap.limit if cap is not None else None,
-                cap.period if cap is not None else "day")
+        return self._call(describe(ops), body)
 
-        def body(conn: psycopg.Connection[Any]) -> Any:
-            row = conn.execute(
-                "SELECT * FROM geotoolkit_gate_reserve(%s, %s, %s, %s, %s, %s, %s, %s, %s)", args,
-            ).fetchone()
-            self._maybe_sweep(conn)
-            return row
-
-        wait, now, reserved, epoch, factor, used, label, resets, capped = self._call("acquire", body)
-        usage = Usage(str(label), int(used), float(resets)) if cap is not None else None
-        if capped:
-            assert cap is not None and usage is not None
-            raise cap_reached(cap, usage)
-        return Reservation(float(wait), float(now), bool(reserved), int(epoch), float(factor), usage)
-
-    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
-        return self.reserve(key, interval, horizon).wait
-
-    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
-              report: Report | None = None) -> float:
-        _check(0.0, seconds)
-        a = self.aimd
-        args = (key, float(seconds), cause, rate_limited, a.decrease, a.min_factor,
-                a.hold_seconds, a.recent_seconds, *_counts(report))
-
-        def body(conn: psycopg.Connection[Any]) -> float:
-            row = conn.execute(
-                "SELECT geotoolkit_gate_pause(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", args,
-            ).fetchone()
-            assert row is not None
-            return float(row[0])
-
-        return self._call("pause", body)
-
-    def state(self, key: str) -> GateState:
-        def body(conn: psycopg.Connection[Any]) -> GateState:
-            row = conn.execute(_STATE, {"k": key}).fetchone()
-            assert row is not None
-            return GateState(now=float(row[0]), tat=float(row[1]), pause_until=float(row[2]),
-                             epoch=int(row[3]))
-
-        return self._call("read the state", body)
-
-    def record(self, key: str, report: Report, *, worker: str | None = None,
-               leaving: bool = False) -> FleetStats:
-        args = (key, *_counts(report), self.aimd.increase_per_second, worker, leaving,
-                HEARTBEAT_SECONDS)
-
-        def body(conn: psycopg.Connection[Any]) -> FleetStats:
-            return _fleet_stats(conn.execute(
-                "SELECT * FROM geotoolkit_gate_record(%s, %s, %s, %s, %s, %s, %s, %s)", args,
-            ).fetchone())
-
-        return self._call("record", body)
-
-    def stats(self, key: str) -> FleetStats:
-        return self._call("read the stats",
-                          lambda conn: _fleet_stats(conn.execute(_STATS, {"k": key}).fetchone()))
-
-    def usage(self, key: str, period: Period = "day") -> Usage:
-        def body(conn: psycopg.Connection[Any]) -> Usage:
-            row = conn.execute(_USAGE, {"k": key, "p": period}).fetchone()
-            assert row is not None
-            return Usage(str(row[0]), int(row[1]), float(row[2]))
-
-        return self._call("read the usage", body)
-
-    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
-                  only_if_absent: bool = False) -> bool:
-        params = {"k": key, "n": name, "v": value, "ttl": check_value(name, value, ttl_seconds)}
-        statement = sql.VALUE_CLAIM if only_if_absent else sql.VALUE_SET
-        return self._call("set a value",
-                          lambda conn: conn.execute(statement, params).fetchone() is not None)
-
-    def values(self, key: str, prefix: str = "") -> dict[str, str]:
-        rows = self._call("read the values",
-                          lambda conn: conn.execute(sql.VALUES, {"k": key, "p": prefix}).fetchall())
-        return {str(name): str(value) for name, value in rows}
-
-    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
-        params = {"k": key, "n": name, "only": only_if}
-        return self._call("delete a value",
-                          lambda conn: conn.execute(sql.VALUE_DELETE, params).fetchone() is not None)
+    def keys(self, prefix: str = "") -> list[str]:
+        rows = self._call("list its keys", lambda conn: conn.execute(
+            "SELECT DISTINCT key FROM geotoolkit_gate WHERE starts_with(key, %s) ORDER BY key",
+            (prefix,)).fetchall())
+        return [str(row[0]) for row in rows]
 
     def close(self) -> None:
         with self._lock:
             self._drop_connection()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.dsn!r})"
+
+
+class PostgresGate(FleetGate):
+    """Gate state in PostgreSQL tables, shared by every process that can reach it.
+
+    One autocommit connection guarded by a lock, opened on first use and reopened
+    after a failure. ``clock`` is this host's clock, used only to estimate the
+    server's between replies: the server's ``clock_timestamp()`` is the truth.
+    ``timeout_seconds`` bounds connecting and every statement (lock waits
+    included). The password (in the URL's user info, ``?password=`` or
+    ``password=``) appears in no error or repr.
+    """
+
+    store: PostgresStore
+
+    def __init__(self, dsn: str, *, clock: Clock | None = None, timeout_seconds: float = 5.0,
+                 aimd: Aimd | None = None) -> None:
+        store = PostgresStore(dsn, timeout_seconds=timeout_seconds)
+        super().__init__(store, aimd=aimd, clock=clock)
+        self.dsn = store.dsn
+
+    def init_schema(self) -> None:
+        """Create (or update) the tables and functions now; idempotent."""
+        self.store.init_schema()
 
     def __repr__(self) -> str:
         return f"PostgresGate({self.dsn!r})"

@@ -1,21 +1,29 @@
-"""The fleet gate on Redis: a few keys per gate key, updated by atomic Lua scripts.
+"""The fleet gate on Redis: the primitives in one Lua script, the strategy in Python.
 
-Every call is one round trip (``EVALSHA``; scripts in ``_redis_lua``). The
-scripts read the server's clock with ``TIME``, so every client of the fleet
-agrees on "now" whatever its own clock says, and cap periods (UTC day or month)
-follow the server's calendar.
+Every batch of primitives is one round trip (``EVALSHA`` of ``_redis_lua.BATCH``),
+atomic, on the server's clock (``TIME``): every client of the fleet agrees on
+"now" whatever its own clock says.
 
 Nothing waits forever: connecting and every reply have a deadline
 (``timeout_seconds``); a server that is down, hung (``SIGSTOP``) or too slow
 turns the call into a ``GateError``. A timed-out call is not retried (the
 script may have run: a retry could reserve twice); a connection broken by a
-restart is re-dialled once, and scripts the restarted server no longer knows
-(``NOSCRIPT``) are loaded again.
+restart is re-dialled once, and a script the restarted server no longer knows
+(``NOSCRIPT``: it did not run) is loaded again.
+
+Key layout (gate state is ephemeral; this layout is new in this version, so a
+fleet mixing it with an earlier one shares pacing, not cap counts):
+``<key>:gate`` (hash: ``tat``, ``pause_until``, ``epoch``, ``cause``),
+``<key>:n:<name>`` and ``<key>:d:<name>`` (one string per counter: stats
+buckets; durable ones, cap counts per period), ``<key>:values`` (hash of shared
+values; the fleet's own, the AIMD state and heartbeats, live under
+``<key>#fleet:values``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import redis
@@ -25,76 +33,54 @@ from redis.retry import Retry
 from geotoolkit.clock import Clock
 from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import _redis_lua as lua
-from geotoolkit.gate.base import (
-    HEARTBEAT_SECONDS,
-    Aimd,
-    Cap,
-    FleetStats,
-    GateState,
-    Period,
-    Report,
-    Reservation,
-    Usage,
-    _check,
-    check_timeout,
-    check_value,
+from geotoolkit.gate.base import Aimd, check_timeout
+from geotoolkit.gate.primitives import (
+    AddCounters,
+    Op,
+    Pause,
+    Paused,
+    Primitives,
+    ReadCounters,
+    ReadState,
+    ReadValues,
+    Reserve,
+    SetValue,
+    Slot,
+    StoreState,
+    describe,
 )
-from geotoolkit.gate.fleet import cap_reached
+from geotoolkit.gate.strategy import FleetGate
 from geotoolkit.redact import redact
 
-__all__ = ["RedisGate"]
-
-#: Stand-in for an infinite horizon (Lua's tonumber does not parse "inf").
-_FAR = 1e15
+__all__ = ["RedisGate", "RedisStore"]
 
 
 def _arg(x: float) -> str:
     return repr(float(x))
 
 
-def _horizon(horizon: float) -> float:
-    if math.isnan(horizon):
-        raise ConfigurationError("the gate horizon must be a number")
-    return max(-_FAR, min(_FAR, horizon))
+def _glob(text: str) -> str:
+    """``text`` matched literally by a Redis ``MATCH`` pattern.
 
-
-def _counts(report: Report | None) -> list[str]:
-    report = report or Report()
-    return [str(report.requests), str(report.successes), str(report.throttled)]
-
-
-class RedisGate:
-    """Gate state in Redis, shared by every process of a fleet that can reach it.
-
-    ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``). A gate key
-    ``k`` maps to the hash ``k:gate`` (pacing, AIMD, one-second buckets), the sorted
-    set ``k:workers`` (heartbeats), the hash ``k:usage`` (cap counters) and the hash
-    ``k:values`` (shared values). Each expires on its own: the state
-    ``key_ttl_seconds`` after it stops mattering, heartbeats after two heartbeat
-    periods, cap counters a day after their period, values with the last of them.
-    The password (``redis://:pw@host`` or ``?password=``) appears in no error or repr.
-    ``clock`` is accepted for a uniform signature and ignored: the server's ``TIME``
-    is the truth.
+    >>> _glob("geotoolkit:a*b?[c]")
+    'geotoolkit:a\\\\*b\\\\?\\\\[c\\\\]'
     """
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+class RedisStore(Primitives):
+    """The primitives on Redis; see ``RedisGate``."""
 
     backend = "redis"
     blocking = True
+    clock: Clock | None = None  # the server's TIME is the truth
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        key_ttl_seconds: float = 3600,
-        clock: Clock | None = None,
-        timeout_seconds: float = 2.0,
-        aimd: Aimd | None = None,
-    ) -> None:
-        del clock  # the server clock is the truth
+    def __init__(self, url: str, *, key_ttl_seconds: float = 3600,
+                 timeout_seconds: float = 2.0) -> None:
         if not (math.isfinite(key_ttl_seconds) and key_ttl_seconds > 0):
             raise ConfigurationError("key_ttl_seconds must be finite and > 0")
         timeout_seconds = check_timeout(timeout_seconds)
         self.key_ttl_seconds = float(key_ttl_seconds)
-        self.aimd = aimd or Aimd()
         self._password: str | None = None
         self.url = redact(url)
         try:
@@ -113,115 +99,82 @@ class RedisGate:
         password = self._client.connection_pool.connection_kwargs.get("password")
         self._password = str(password) if password else None
         self.url = redact(url, [self._password])
-        register = self._client.register_script
-        self._acquire, self._pause, self._record = (
-            register(lua.ACQUIRE), register(lua.PAUSE), register(lua.RECORD))
-        self._stats, self._state, self._usage = (
-            register(lua.STATS), register(lua.STATE), register(lua.USAGE))
-        self._value_set, self._values, self._value_delete = (
-            register(lua.VALUE_SET), register(lua.VALUES), register(lua.VALUE_DELETE))
+        self._batch = self._client.register_script(lua.BATCH)
+
+    # -- key layout -------------------------------------------------------------------------------
 
     @staticmethod
-    def storage_key(key: str) -> str:
-        """The Redis key holding a gate key's pacing state."""
+    def state_key(key: str) -> str:
+        """The hash holding a gate key's pacing state."""
         return f"{key}:gate"
 
     @staticmethod
-    def storage_keys(key: str) -> list[str]:
-        """The Redis keys of a gate key's pacing: state, heartbeats, cap counters."""
-        return [f"{key}:gate", f"{key}:workers", f"{key}:usage"]
+    def counter_key(key: str, name: str, durable: bool = False) -> str:
+        """The string holding one counter of a gate key (``d``: a durable one)."""
+        return f"{key}:{'d' if durable else 'n'}:{name}"
 
     @staticmethod
     def values_key(key: str) -> str:
-        """The Redis hash holding a gate key's shared values."""
+        """The hash holding a gate key's shared values."""
         return f"{key}:values"
+
+    # -- the primitives ---------------------------------------------------------------------------
 
     def _fail(self, action: str, exc: Exception) -> NoReturn:
         message = redact(f"{type(exc).__name__}: {exc}", [self._password])
         raise GateError(f"Redis gate at {self.url} failed to {action}: {message}",
                         backend="redis") from exc
 
-    def _run(self, action: str, script: Any, key: str, *args: str,
-             keys: list[str] | None = None) -> Any:
-        """Run ``script`` on the key's pacing keys (or ``keys``); its reply as is."""
+    def run(self, ops: Sequence[Op]) -> list[Any]:
+        if not ops:
+            return []
+        keys: list[str] = []
+        args: list[str] = []
+        for op in ops:
+            self._encode(op, keys, args)
         try:
-            return script(keys=keys or self.storage_keys(key), args=list(args))
+            reply = self._batch(keys=keys, args=args)
         except (redis.RedisError, OSError, ValueError, TypeError) as exc:
-            self._fail(action, exc)
+            self._fail(describe(ops), exc)
+        return [_decode(op, part) for op, part in zip(ops, reply, strict=True)]
 
-    # -- the Gate protocol ------------------------------------------------------
+    def _encode(self, op: Op, keys: list[str], args: list[str]) -> None:
+        if isinstance(op, Reserve):
+            keys.append(self.state_key(op.key))
+            args += ["R", _arg(self.key_ttl_seconds), _arg(op.interval), _arg(op.horizon)]
+        elif isinstance(op, Pause):
+            keys.append(self.state_key(op.key))
+            args += ["P", _arg(self.key_ttl_seconds), _arg(op.seconds), op.cause]
+        elif isinstance(op, ReadState):
+            keys.append(self.state_key(op.key))
+            args.append("S")
+        elif isinstance(op, AddCounters):
+            keys += [self.counter_key(op.key, name, op.durable) for name, _ in op.counts]
+            args += ["A", str(len(op.counts)), _arg(op.ttl_seconds), *(str(d) for _, d in op.counts)]
+        elif isinstance(op, ReadCounters):
+            keys += [self.counter_key(op.key, name, op.durable) for name in op.names]
+            args += ["C", str(len(op.names))]
+        elif isinstance(op, SetValue):
+            keys.append(self.values_key(op.key))
+            mode = "absent" if op.only_if_absent else ("set" if op.only_if is None else "equal")
+            args += ["V", op.name, op.value, _arg(op.ttl_seconds), mode, op.only_if or ""]
+        elif isinstance(op, ReadValues):
+            keys.append(self.values_key(op.key))
+            args += ["L", op.prefix]
+        else:
+            keys.append(self.values_key(op.key))
+            args += ["D", op.name, "0" if op.only_if is None else "1", op.only_if or ""]
 
-    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
-                report: Report | None = None, cap: Cap | None = None) -> Reservation:
-        _check(interval)
-        reply = self._run(
-            "acquire", self._acquire, key, _arg(interval), _arg(_horizon(horizon)),
-            _arg(self.key_ttl_seconds), *_counts(report), _arg(self.aimd.increase_per_second),
-            str(cap.limit if cap is not None else -1), cap.period if cap is not None else "day")
-        wait, now, reserved, epoch, factor, used, label, resets, capped = reply
-        usage = Usage(str(label), int(used), float(resets)) if cap is not None else None
-        if int(capped):
-            assert cap is not None and usage is not None
-            raise cap_reached(cap, usage)
-        return Reservation(float(wait), float(now), bool(int(reserved)), int(epoch),
-                           float(factor), usage)
-
-    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
-        return self.reserve(key, interval, horizon).wait
-
-    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
-              report: Report | None = None) -> float:
-        _check(0.0, seconds)
-        a = self.aimd
-        remaining, _now = self._run(
-            "pause", self._pause, key, _arg(seconds), _arg(self.key_ttl_seconds), cause,
-            "1" if rate_limited else "0", _arg(a.decrease), _arg(a.min_factor),
-            _arg(a.hold_seconds), _arg(a.recent_seconds), *_counts(report))
-        return float(remaining)
-
-    def state(self, key: str) -> GateState:
-        now, tat, until, epoch = self._run("read the state", self._state, key)
-        return GateState(now=float(now), tat=float(tat), pause_until=float(until), epoch=int(epoch))
-
-    def record(self, key: str, report: Report, *, worker: str | None = None,
-               leaving: bool = False) -> FleetStats:
-        reply = self._run(
-            "record", self._record, key, _arg(self.key_ttl_seconds), *_counts(report),
-            _arg(self.aimd.increase_per_second), worker or "", "1" if leaving else "0",
-            _arg(HEARTBEAT_SECONDS))
-        return self._fleet_stats(reply)
-
-    def stats(self, key: str) -> FleetStats:
-        return self._fleet_stats(self._run("read the stats", self._stats, key))
-
-    @staticmethod
-    def _fleet_stats(reply: list[Any]) -> FleetStats:
-        now, window, requests, successes, throttled, factor, until, cause, workers = reply
-        return FleetStats(
-            now=float(now), window_seconds=float(window), requests=int(requests),
-            successes=int(successes), throttled=int(throttled), rate_factor=float(factor),
-            pause_until=float(until), pause_cause=str(cause), workers_active=int(workers))
-
-    def usage(self, key: str, period: Period = "day") -> Usage:
-        label, used, resets = self._run("read the usage", self._usage, key, period)
-        return Usage(str(label), int(used), float(resets))
-
-    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
-                  only_if_absent: bool = False) -> bool:
-        ttl = check_value(name, value, ttl_seconds)
-        stored = self._run("set a value", self._value_set, key, name, value, _arg(ttl),
-                           "1" if only_if_absent else "0", keys=[self.values_key(key)])
-        return bool(int(stored))
-
-    def values(self, key: str, prefix: str = "") -> dict[str, str]:
-        flat = self._run("read the values", self._values, key, prefix, keys=[self.values_key(key)])
-        return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
-
-    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
-        deleted = self._run("delete a value", self._value_delete, key, name,
-                            "0" if only_if is None else "1", only_if or "",
-                            keys=[self.values_key(key)])
-        return bool(int(deleted))
+    def keys(self, prefix: str = "") -> list[str]:
+        """Gate keys with a pacing state: ``SCAN`` with a ``MATCH`` (never ``KEYS``)."""
+        suffix = self.state_key("")
+        try:
+            found = {str(name)[: -len(suffix)]
+                     for name in self._client.scan_iter(match=_glob(prefix) + "*" + _glob(suffix),
+                                                        count=1000)}
+        except (redis.RedisError, OSError) as exc:
+            self._fail("list its keys", exc)
+        return sorted(found)
 
     def ping(self) -> bool:
         """True when the server answers."""
@@ -234,6 +187,68 @@ class RedisGate:
         """Release the connection pool."""
         self._client.close()
         self._client.connection_pool.disconnect()
+
+    def __repr__(self) -> str:
+        return f"RedisStore({self.url!r})"
+
+
+def _decode(op: Op, part: Any) -> Any:
+    if isinstance(op, Reserve):
+        wait, now, reserved, epoch = part
+        return Slot(float(wait), float(now), bool(int(reserved)), int(epoch))
+    if isinstance(op, Pause):
+        now, until, previous, epoch = part
+        return Paused(float(now), float(until), float(previous), int(epoch))
+    if isinstance(op, ReadState):
+        now, tat, until, epoch, cause = part
+        return StoreState(float(now), float(tat), float(until), int(epoch), str(cause))
+    if isinstance(op, AddCounters):
+        return {name: int(v) for (name, _), v in zip(op.counts, part, strict=True)}
+    if isinstance(op, ReadCounters):
+        return {name: int(v) for name, v in zip(op.names, part, strict=True) if v is not None}
+    if isinstance(op, ReadValues):
+        return {str(part[i]): str(part[i + 1]) for i in range(0, len(part), 2)}
+    return bool(int(part))
+
+
+class RedisGate(FleetGate):
+    """Gate state in Redis, shared by every process of a fleet that can reach it.
+
+    ``url`` is a redis-py URL (``redis://``, ``rediss://``, ``unix://``). A gate key
+    ``k`` maps to the hash ``k:gate`` (pacing state), one string per counter
+    (``k:n:<name>``: stats buckets; ``k:d:<period>``: cap counts) and the hash ``k:values`` (shared
+    values; the fleet's own under ``k#fleet:values``). Each expires on its own:
+    the state ``key_ttl_seconds`` after it stops mattering, a counter after its
+    time to live (a stats bucket after the window, a cap count a day after its
+    period), values with the last of them. The password (``redis://:pw@host`` or
+    ``?password=``) appears in no error or repr. ``clock`` is this host's clock,
+    used only to estimate the server's between replies: the server's ``TIME`` is
+    the truth.
+    """
+
+    store: RedisStore
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        key_ttl_seconds: float = 3600,
+        clock: Clock | None = None,
+        timeout_seconds: float = 2.0,
+        aimd: Aimd | None = None,
+    ) -> None:
+        store = RedisStore(url, key_ttl_seconds=key_ttl_seconds, timeout_seconds=timeout_seconds)
+        super().__init__(store, aimd=aimd, clock=clock)
+        self.url = store.url
+        self.key_ttl_seconds = store.key_ttl_seconds
+
+    storage_key = staticmethod(RedisStore.state_key)
+    counter_key = staticmethod(RedisStore.counter_key)
+    values_key = staticmethod(RedisStore.values_key)
+
+    def ping(self) -> bool:
+        """True when the server answers."""
+        return self.store.ping()
 
     def __repr__(self) -> str:
         return f"RedisGate({self.url!r})"

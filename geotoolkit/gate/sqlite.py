@@ -1,33 +1,51 @@
-"""The embedded default gate: one SQLite file shared by every process on a machine."""
+"""The embedded default gate: one SQLite file shared by every process on a machine.
+
+``SQLiteStore`` runs the primitives (``geotoolkit.gate.primitives``) in the file,
+a batch in one ``BEGIN IMMEDIATE`` transaction (reads alone on a second
+connection, never behind a writer), on the host clock. Tables: ``gate`` (key,
+tat, pause_until, epoch, cause), ``gate_counters`` (ephemeral counters),
+``gate_usage`` (durable counters: a counter's name is its ``period`` column,
+as the cap counters of earlier versions were) and ``gate_values``.
+
+A file from an earlier version is upgraded in place (columns added; its cap
+counts go on counting); tables only earlier versions use (``gate_workers``, the
+``fleet`` column) are left alone, so an older process on the same file keeps
+working, sharing the pace and the cap counts.
+"""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from geotoolkit.clock import Clock, SystemClock
-from geotoolkit.errors import GateError, QuotaExceededError
+from geotoolkit.errors import GateError
 from geotoolkit.files import private_file
-from geotoolkit.gate.base import (
-    HEARTBEAT_SECONDS,
-    Aimd,
-    Cap,
-    FleetStats,
-    GateState,
-    Period,
-    Report,
-    Reservation,
-    Usage,
-    check_timeout,
-    check_value,
+from geotoolkit.gate.base import Aimd, check_timeout
+from geotoolkit.gate.fleet import period_of
+from geotoolkit.gate.primitives import (
+    AddCounters,
+    Op,
+    Pause,
+    Paused,
+    Primitives,
+    ReadCounters,
+    ReadState,
+    ReadValues,
+    Reserve,
+    SetValue,
+    Slot,
+    StoreState,
+    pause_step,
+    reserve_step,
 )
-from geotoolkit.gate.fleet import Fleet, cap_reached, pause_step, period_of, reserve_step
+from geotoolkit.gate.strategy import FleetGate
 
-__all__ = ["SQLiteGate", "default_gate_path"]
+__all__ = ["SQLiteGate", "SQLiteStore", "default_gate_path"]
 
 T = TypeVar("T")
 
@@ -35,14 +53,16 @@ _SCHEMA = [
     """CREATE TABLE IF NOT EXISTS gate (
         key TEXT PRIMARY KEY,
         tat REAL NOT NULL DEFAULT 0,
-        pause_until REAL NOT NULL DEFAULT 0
+        pause_until REAL NOT NULL DEFAULT 0,
+        epoch INTEGER NOT NULL DEFAULT 0,
+        cause TEXT NOT NULL DEFAULT ''
     )""",
-    """CREATE TABLE IF NOT EXISTS gate_workers (
-        key TEXT NOT NULL, worker TEXT NOT NULL, expires_at REAL NOT NULL,
-        PRIMARY KEY (key, worker)
+    """CREATE TABLE IF NOT EXISTS gate_counters (
+        key TEXT NOT NULL, name TEXT NOT NULL, value INTEGER NOT NULL, expires_at REAL NOT NULL,
+        PRIMARY KEY (key, name)
     )""",
     """CREATE TABLE IF NOT EXISTS gate_usage (
-        key TEXT NOT NULL, period TEXT NOT NULL, used INTEGER NOT NULL,
+        key TEXT NOT NULL, period TEXT NOT NULL, used INTEGER NOT NULL, expires_at REAL,
         PRIMARY KEY (key, period)
     )""",
     """CREATE TABLE IF NOT EXISTS gate_values (
@@ -51,11 +71,19 @@ _SCHEMA = [
     )""",
 ]
 
-#: Cap counters are kept this long (two months) after their period.
-_KEEP_USAGE_SECONDS = 62 * 86_400.0
+#: Columns added since the first release: a gate file from then is upgraded in place.
+_COLUMNS = [("gate", "epoch", "INTEGER NOT NULL DEFAULT 0"),
+            ("gate", "cause", "TEXT NOT NULL DEFAULT ''"),
+            ("gate_usage", "expires_at", "REAL")]
 
-#: Columns added after the first release (a gate file from then is upgraded in place).
-_FLEET_COLUMN = "ALTER TABLE gate ADD COLUMN fleet TEXT"
+#: Counter tables: durable -> (table, name column, value column).
+_COUNTERS = {False: ("gate_counters", "name", "value"), True: ("gate_usage", "period", "used")}
+
+#: Cap counters of earlier versions (no expiry) are kept this long after their period.
+_KEEP_LEGACY_SECONDS = 62 * 86_400.0
+
+#: How often (seconds, per store instance) expired rows are swept.
+_SWEEP_EVERY = 600.0
 
 
 def default_gate_path() -> Path:
@@ -65,33 +93,20 @@ def default_gate_path() -> Path:
     return Path(platformdirs.user_cache_dir("geotoolkit")) / "gate.sqlite"
 
 
-class SQLiteGate:
-    """Gate state in a SQLite file (WAL mode, ``BEGIN IMMEDIATE`` transactions).
-
-    Every process and notebook kernel on the machine that opens the same file
-    shares one pace. Times are on the host clock (the file is single-host; it
-    must live on a local filesystem, not NFS). Writes go through one connection,
-    retrying a busy lock every few hundred microseconds (SQLite's own busy
-    handler sleeps in steps of up to 100 ms: a fleet starting at once would queue
-    for seconds); reads go through a second one, so checking a pause never waits
-    behind this process's own writes (WAL readers do not block).
-
-    A file locked by another connection for longer than ``timeout_seconds`` (a
-    ``BEGIN EXCLUSIVE`` left open) turns a call into a ``GateError``, never a hang.
-    The file (and the directories it needs) is created readable by its owner only.
-    """
+class SQLiteStore(Primitives):
+    """The primitives in a SQLite file (WAL mode); see ``SQLiteGate`` for its behaviour."""
 
     backend = "sqlite"
     blocking = True
 
     def __init__(self, path: str | Path | None = None, *, clock: Clock | None = None,
-                 timeout_seconds: float = 30.0, aimd: Aimd | None = None) -> None:
+                 timeout_seconds: float = 30.0) -> None:
         self.path = Path(path) if path is not None else default_gate_path()
-        self._clock = clock or SystemClock()
-        self.aimd = aimd or Aimd()
+        self.clock: Clock = clock or SystemClock()
         self._timeout = timeout_seconds = check_timeout(timeout_seconds)
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
+        self._last_sweep = -_SWEEP_EVERY
         try:
             private_file(self.path)
             self._db = sqlite3.connect(self.path, timeout=0.0, isolation_level=None,
@@ -109,9 +124,9 @@ class SQLiteGate:
     def _create_schema(db: sqlite3.Connection) -> None:
         for statement in _SCHEMA:
             db.execute(statement)
-        columns = {row[1] for row in db.execute("PRAGMA table_info(gate)")}
-        if "fleet" not in columns:
-            db.execute(_FLEET_COLUMN)
+        for table, column, definition in _COLUMNS:
+            if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     def _retry(self, step: Callable[[], T]) -> T:
         """Run ``step``, retrying while another connection holds the lock."""
@@ -143,163 +158,160 @@ class SQLiteGate:
             except sqlite3.Error as exc:
                 raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
 
-    @staticmethod
-    def _read(db: sqlite3.Connection, key: str) -> tuple[float, float, Fleet]:
-        row = db.execute("SELECT tat, pause_until, fleet FROM gate WHERE key = ?", (key,)).fetchone()
-        if row is None:
-            return 0.0, 0.0, Fleet()
-        return float(row[0]), float(row[1]), Fleet.from_json(row[2])
-
-    @staticmethod
-    def _write(db: sqlite3.Connection, key: str, tat: float, until: float, fleet: Fleet) -> None:
-        db.execute("INSERT INTO gate(key, tat, pause_until, fleet) VALUES (?, ?, ?, ?) "
-                   "ON CONFLICT(key) DO UPDATE SET tat = excluded.tat, "
-                   "pause_until = excluded.pause_until, fleet = excluded.fleet",
-                   (key, tat, until, fleet.to_json()))
-
-    @staticmethod
-    def _usage_at(db: sqlite3.Connection, key: str, period: Period, now: float) -> Usage:
-        label, resets_at = period_of(now, period)
-        row = db.execute("SELECT used FROM gate_usage WHERE key = ? AND period = ?",
-                         (key, label)).fetchone()
-        return Usage(label, int(row[0]) if row else 0, resets_at)
-
-    @staticmethod
-    def _workers(db: sqlite3.Connection, key: str, now: float) -> int:
-        row = db.execute("SELECT count(*) FROM gate_workers WHERE key = ? AND expires_at > ?",
-                         (key, now)).fetchone()
-        return int(row[0])
-
-    # -- the Gate protocol --------------------------------------------------------
-
-    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
-                report: Report | None = None, cap: Cap | None = None) -> Reservation:
-        def body(db: sqlite3.Connection) -> Reservation | QuotaExceededError:
-            now = self._clock.now()
-            tat, until, fleet = self._read(db, key)
-            wait, new_tat, fleet = reserve_step(now, tat, until, fleet, interval, horizon,
-                                                report, self.aimd)
-            usage = self._usage_at(db, key, cap.period, now) if cap is not None else None
-            capped = cap is not None and usage is not None and usage.used >= cap.limit
-            reserved = wait <= horizon and not capped
-            self._write(db, key, new_tat if reserved else tat, until, fleet)
-            if capped:
-                assert cap is not None and usage is not None
-                return cap_reached(cap, usage)  # raised after the report is committed
-            if reserved and usage is not None:
-                usage = Usage(usage.period, usage.used + 1, usage.resets_at)
-                db.execute("INSERT INTO gate_usage(key, period, used) VALUES (?, ?, ?) "
-                           "ON CONFLICT(key, period) DO UPDATE SET used = excluded.used",
-                           (key, usage.period, usage.used))
-            return Reservation(wait, now, reserved, fleet.epoch, fleet.factor, usage)
-
-        result = self._transaction(body)
-        if isinstance(result, QuotaExceededError):
-            raise result
-        return result
-
-    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
-        return self.reserve(key, interval, horizon).wait
-
-    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
-              report: Report | None = None) -> float:
-        def body(db: sqlite3.Connection) -> float:
-            now = self._clock.now()
-            tat, until, fleet = pause_step(now, *self._read(db, key), seconds, cause=cause,
-                                           rate_limited=rate_limited, report=report,
-                                           aimd=self.aimd)
-            self._write(db, key, tat, until, fleet)
-            return until - now
-
-        return self._transaction(body)
-
-    def state(self, key: str) -> GateState:
-        def body(db: sqlite3.Connection) -> GateState:
-            tat, until, fleet = self._read(db, key)
-            return GateState(now=self._clock.now(), tat=tat, pause_until=until, epoch=fleet.epoch)
-
-        return self._read_only(body)
-
-    def record(self, key: str, report: Report, *, worker: str | None = None,
-               leaving: bool = False) -> FleetStats:
-        if not report and worker is None:
-            return self.stats(key)  # nothing to write
-
-        def body(db: sqlite3.Connection) -> FleetStats:
-            now = self._clock.now()
-            tat, until, fleet = self._read(db, key)
-            if report:
-                fleet = fleet.counted(now, report).succeeded(now, report.successes, self.aimd)
-                self._write(db, key, tat, until, fleet)
-            if worker is not None and leaving:
-                db.execute("DELETE FROM gate_workers WHERE key = ? AND worker = ?", (key, worker))
-                # Cap counters of periods long gone (labels sort by date).
-                db.execute("DELETE FROM gate_usage WHERE period < ?",
-                           (period_of(now - _KEEP_USAGE_SECONDS, "day")[0],))
-                db.execute("DELETE FROM gate_values WHERE expires_at <= ?", (now,))
-            elif worker is not None:
-                db.execute("INSERT INTO gate_workers(key, worker, expires_at) VALUES (?, ?, ?) "
-                           "ON CONFLICT(key, worker) DO UPDATE SET expires_at = excluded.expires_at",
-                           (key, worker, now + HEARTBEAT_SECONDS))
-            db.execute("DELETE FROM gate_workers WHERE expires_at <= ?", (now,))
-            return fleet.stats(now, until, self._workers(db, key, now))
-
-        return self._transaction(body)
-
-    def stats(self, key: str) -> FleetStats:
-        def body(db: sqlite3.Connection) -> FleetStats:
-            now = self._clock.now()
-            _tat, until, fleet = self._read(db, key)
-            return fleet.stats(now, until, self._workers(db, key, now))
-
-        return self._read_only(body)
-
-    def usage(self, key: str, period: Period = "day") -> Usage:
-        return self._read_only(lambda db: self._usage_at(db, key, period, self._clock.now()))
-
-    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
-                  only_if_absent: bool = False) -> bool:
-        ttl = check_value(name, value, ttl_seconds)
-
-        def body(db: sqlite3.Connection) -> bool:
-            now = self._clock.now()
-            db.execute("DELETE FROM gate_values WHERE key = ? AND expires_at <= ?", (key, now))
-            conflict = "NOTHING" if only_if_absent else (
-                "UPDATE SET value = excluded.value, expires_at = excluded.expires_at")
-            db.execute("INSERT INTO gate_values(key, name, value, expires_at) VALUES (?, ?, ?, ?) "
-                       f"ON CONFLICT(key, name) DO {conflict}", (key, name, value, now + ttl))
-            return bool(db.execute("SELECT changes()").fetchone()[0])
-
-        return self._transaction(body)
-
-    def values(self, key: str, prefix: str = "") -> dict[str, str]:
-        def body(db: sqlite3.Connection) -> dict[str, str]:
-            rows = db.execute("SELECT name, value FROM gate_values WHERE key = ? AND expires_at > ?",
-                              (key, self._clock.now()))
-            return {str(n): str(v) for n, v in rows if str(n).startswith(prefix)}
-
-        return self._read_only(body)
-
-    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
-        def body(db: sqlite3.Connection) -> bool:
-            db.execute("DELETE FROM gate_values WHERE key = ? AND name = ? AND expires_at > ? "
-                       "AND (? IS NULL OR value = ?)",
-                       (key, name, self._clock.now(), only_if, only_if))
-            return bool(db.execute("SELECT changes()").fetchone()[0])
-
-        return self._transaction(body)
-
     def _read_only(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Reads in one snapshot, on the second connection (WAL: never behind a writer)."""
         with self._read_lock:
             try:
-                return body(self._reader)
+                self._reader.execute("BEGIN")
+                try:
+                    return body(self._reader)
+                finally:
+                    self._reader.execute("COMMIT")
             except sqlite3.Error as exc:
                 raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
+
+    # -- the primitives --------------------------------------------------------------------------
+
+    def run(self, ops: Sequence[Op]) -> list[Any]:
+        if not ops:
+            return []
+        if not any(op.writes for op in ops):
+            return self._read_only(lambda db: self._apply_all(db, ops))
+        return self._transaction(lambda db: self._apply_all(db, ops, sweep=True))
+
+    def _apply_all(self, db: sqlite3.Connection, ops: Sequence[Op], sweep: bool = False) -> list[Any]:
+        now = self.clock.now()  # once the file is ours
+        if sweep and time.monotonic() - self._last_sweep >= _SWEEP_EVERY:
+            self._last_sweep = time.monotonic()
+            self._sweep(db, now)
+        return [self._apply(db, op, now) for op in ops]
+
+    def _apply(self, db: sqlite3.Connection, op: Op, now: float) -> Any:
+        if isinstance(op, Reserve | Pause | ReadState):
+            return self._pacing(db, op, now)
+        if isinstance(op, AddCounters):
+            return self._add(db, op, now)
+        if isinstance(op, ReadCounters):
+            return self._counters(db, op.key, op.names, op.durable, now)
+        if isinstance(op, SetValue):
+            return self._set_value(db, op, now)
+        if isinstance(op, ReadValues):
+            rows = db.execute("SELECT name, value FROM gate_values WHERE key = ? AND expires_at > ?",
+                              (op.key, now))
+            return {str(n): str(v) for n, v in rows if str(n).startswith(op.prefix)}
+        db.execute("DELETE FROM gate_values WHERE key = ? AND name = ? AND expires_at > ? "
+                   "AND (? IS NULL OR value = ?)", (op.key, op.name, now, op.only_if, op.only_if))
+        return _changed(db)
+
+    @staticmethod
+    def _pacing(db: sqlite3.Connection, op: Reserve | Pause | ReadState, now: float) -> Any:
+        row = db.execute("SELECT tat, pause_until, epoch, cause FROM gate WHERE key = ?",
+                         (op.key,)).fetchone()
+        st = StoreState(now) if row is None else StoreState(
+            now, float(row[0]), float(row[1]), int(row[2]), str(row[3]))
+        if isinstance(op, ReadState):
+            return st
+        if isinstance(op, Reserve):
+            wait, tat, reserved = reserve_step(now, st.tat, st.pause_until, op)
+            if reserved:
+                _write(db, op.key, StoreState(now, tat, st.pause_until, st.epoch, st.cause))
+            return Slot(wait, now, reserved, st.epoch)
+        tat, until, epoch, cause = pause_step(now, st.tat, st.pause_until, st.epoch, st.cause, op)
+        _write(db, op.key, StoreState(now, tat, until, epoch, cause))
+        return Paused(now, until, st.pause_until, epoch)
+
+    def _add(self, db: sqlite3.Connection, op: AddCounters, now: float) -> dict[str, int]:
+        table, name, value = _COUNTERS[op.durable]
+        db.executemany(
+            f"INSERT INTO {table}(key, {name}, {value}, expires_at) VALUES (?, ?, ?, ?) "
+            f"ON CONFLICT(key, {name}) DO UPDATE SET {value} = CASE WHEN expires_at <= ? "
+            f"THEN excluded.{value} ELSE {value} + excluded.{value} END, "
+            "expires_at = excluded.expires_at",
+            [(op.key, n, d, now + op.ttl_seconds, now) for n, d in op.counts])
+        return self._counters(db, op.key, [n for n, _ in op.counts], op.durable, now)
+
+    @staticmethod
+    def _counters(db: sqlite3.Connection, key: str, names: Sequence[str], durable: bool,
+                  now: float) -> dict[str, int]:
+        if not names:
+            return {}
+        table, name, value = _COUNTERS[durable]
+        marks = ", ".join("?" * len(names))
+        rows = db.execute(f"SELECT {name}, {value} FROM {table} WHERE key = ? AND {name} IN ({marks}) "
+                          "AND (expires_at IS NULL OR expires_at > ?)", (key, *names, now))
+        return {str(n): int(v) for n, v in rows}
+
+    @staticmethod
+    def _set_value(db: sqlite3.Connection, op: SetValue, now: float) -> bool:
+        expires = now + op.ttl_seconds
+        if op.only_if is not None:
+            db.execute("UPDATE gate_values SET value = ?, expires_at = ? WHERE key = ? AND name = ? "
+                       "AND value = ? AND expires_at > ?",
+                       (op.value, expires, op.key, op.name, op.only_if, now))
+            return _changed(db)
+        db.execute("DELETE FROM gate_values WHERE key = ? AND expires_at <= ?", (op.key, now))
+        conflict = "NOTHING" if op.only_if_absent else (
+            "UPDATE SET value = excluded.value, expires_at = excluded.expires_at")
+        db.execute("INSERT INTO gate_values(key, name, value, expires_at) VALUES (?, ?, ?, ?) "
+                   f"ON CONFLICT(key, name) DO {conflict}", (op.key, op.name, op.value, expires))
+        return _changed(db)
+
+    @staticmethod
+    def _sweep(db: sqlite3.Connection, now: float) -> None:
+        """Housekeeping: expired counters and values, cap counts of long-gone periods."""
+        db.execute("DELETE FROM gate_counters WHERE expires_at <= ?", (now,))
+        db.execute("DELETE FROM gate_values WHERE expires_at <= ?", (now,))
+        db.execute("DELETE FROM gate_usage WHERE expires_at <= ? OR (expires_at IS NULL AND "
+                   "period < ?)", (now, period_of(now - _KEEP_LEGACY_SECONDS, "day")[0]))
+
+    def keys(self, prefix: str = "") -> list[str]:
+        rows = self._read_only(lambda db: db.execute(
+            "SELECT DISTINCT key FROM gate WHERE substr(key, 1, ?) = ? ORDER BY key",
+            (len(prefix), prefix)).fetchall())
+        return [str(row[0]) for row in rows]
 
     def close(self) -> None:
         with self._lock, self._read_lock:
             self._db.close()
             self._reader.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
+
+
+def _write(db: sqlite3.Connection, key: str, st: StoreState) -> None:
+    db.execute("INSERT INTO gate(key, tat, pause_until, epoch, cause) VALUES (?, ?, ?, ?, ?) "
+               "ON CONFLICT(key) DO UPDATE SET tat = excluded.tat, pause_until = excluded.pause_until, "
+               "epoch = excluded.epoch, cause = excluded.cause",
+               (key, st.tat, st.pause_until, st.epoch, st.cause))
+
+
+def _changed(db: sqlite3.Connection) -> bool:
+    return bool(db.execute("SELECT changes()").fetchone()[0])
+
+
+class SQLiteGate(FleetGate):
+    """Gate state in a SQLite file (WAL mode, ``BEGIN IMMEDIATE`` transactions).
+
+    Every process and notebook kernel on the machine that opens the same file
+    shares one pace. Times are on the host clock (the file is single-host; it
+    must live on a local filesystem, not NFS). Writes go through one connection,
+    retrying a busy lock every few hundred microseconds (SQLite's own busy
+    handler sleeps in steps of up to 100 ms: a fleet starting at once would queue
+    for seconds); reads go through a second one, so checking a pause never waits
+    behind this process's own writes (WAL readers do not block).
+
+    A file locked by another connection for longer than ``timeout_seconds`` (a
+    ``BEGIN EXCLUSIVE`` left open) turns a call into a ``GateError``, never a hang.
+    The file (and the directories it needs) is created readable by its owner only.
+    """
+
+    store: SQLiteStore
+
+    def __init__(self, path: str | Path | None = None, *, clock: Clock | None = None,
+                 timeout_seconds: float = 30.0, aimd: Aimd | None = None) -> None:
+        super().__init__(SQLiteStore(path, clock=clock, timeout_seconds=timeout_seconds), aimd=aimd)
+        self.path = self.store.path
 
     def __repr__(self) -> str:
         return f"SQLiteGate({str(self.path)!r})"

@@ -7,8 +7,9 @@ can scan it for secrets. Each test gets a unique provider host, so its gate keys
 never collide with another run's; the store deletes them afterwards.
 
 ``store.timeline()`` gives a gate and a way to let time pass for its shared
-values without waiting: a FakeClock for the host-clock gates (memory, SQLite),
-the stored expiries moved into the past for the server gates (Redis, PostgreSQL).
+values and counters without waiting: a FakeClock for the host-clock gates
+(memory, SQLite), the stored expiries moved into the past for the server gates
+(Redis, PostgreSQL). A gate's primitive store is ``gate.store``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,10 @@ import pytest
 
 from geotoolkit.clock import FakeClock
 from geotoolkit.gate import Gate, MemoryGate, SQLiteGate
+
+#: The PostgreSQL gate's tables.
+TABLES = ("geotoolkit_gate", "geotoolkit_gate_counters", "geotoolkit_gate_usage",
+          "geotoolkit_gate_values")
 
 #: ``advance(key, seconds)``: let ``seconds`` pass for the shared values of ``key``.
 Advance = Callable[[str, float], None]
@@ -81,9 +86,11 @@ def _advancing(clock: FakeClock) -> Advance:
 
 def _memory_store() -> Iterator[Store]:
     gate = MemoryGate()
+
     def dump() -> str:
-        return "\n".join([*(f"{k} {v!r}" for k, v in gate._state.items()), repr(gate._usage),
-                          repr(gate._values)])
+        held = gate.store
+        return "\n".join([*(f"{k} {v!r}" for k, v in held.pacing.items()), repr(held.counters),
+                          repr(held.shared)])
 
     def timeline() -> tuple[Gate, Advance]:
         clock = FakeClock()
@@ -124,10 +131,11 @@ def _redis_store(url: str, host: str) -> Iterator[Store]:
         lines: list[str] = []
         for name in client.scan_iter(match="*", count=1000):
             lines.append(str(name))
-            if client.type(name) == "hash":
+            kind = client.type(name)
+            if kind == "hash":
                 lines.extend(f"{k!s}={v!s}" for k, v in client.hgetall(name).items())
-            elif client.type(name) == "zset":
-                lines.extend(str(member) for member in client.zrange(name, 0, -1))
+            elif kind == "string":
+                lines.append(str(client.get(name)))
         return "\n".join(lines)
 
     def advance(key: str, seconds: float) -> None:
@@ -135,6 +143,13 @@ def _redis_store(url: str, host: str) -> Iterator[Store]:
         for field_, entry in client.hgetall(name).items():
             expires_at, _, value = str(entry).partition("|")
             client.hset(name, field_, f"{float(expires_at) - seconds:.6f}|{value}")
+        for counter in [*client.scan_iter(match=RedisGate.counter_key(key, "*")),
+                        *client.scan_iter(match=RedisGate.counter_key(key, "*", durable=True))]:
+            left = client.pttl(counter) - seconds * 1000
+            if left > 0:
+                client.pexpire(counter, int(left))
+            else:
+                client.delete(counter)
 
     store = Store("redis", url, lambda: RedisGate(url), dump, lambda: (RedisGate(url), advance))
     try:
@@ -156,18 +171,15 @@ def _postgres_store(dsn: str, host: str) -> Iterator[Store]:
 
     def dump() -> str:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            rows = [
-                *conn.execute("SELECT g::text FROM geotoolkit_gate g").fetchall(),
-                *conn.execute("SELECT w::text FROM geotoolkit_gate_workers w").fetchall(),
-                *conn.execute("SELECT u::text FROM geotoolkit_gate_usage u").fetchall(),
-                *conn.execute("SELECT v::text FROM geotoolkit_gate_values v").fetchall(),
-            ]
+            rows = [row for table in TABLES
+                    for row in conn.execute(f"SELECT t::text FROM {table} t").fetchall()]
         return "\n".join(row[0] for row in rows)
 
     def advance(key: str, seconds: float) -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute("UPDATE geotoolkit_gate_values SET expires_at = expires_at - %s "
-                         "WHERE key = %s", (seconds, key))
+            for table in TABLES[1:]:
+                conn.execute(f"UPDATE {table} SET expires_at = expires_at - %s WHERE key = %s",
+                             (seconds, key))
 
     store = Store("postgres", dsn, lambda: PostgresGate(dsn), dump,
                   lambda: (PostgresGate(dsn), advance))
@@ -176,8 +188,7 @@ def _postgres_store(dsn: str, host: str) -> Iterator[Store]:
     finally:
         store.close_all()
         with psycopg.connect(dsn, autocommit=True) as conn:
-            for table in ("geotoolkit_gate", "geotoolkit_gate_workers", "geotoolkit_gate_usage",
-                          "geotoolkit_gate_values"):
+            for table in TABLES:
                 conn.execute(f"DELETE FROM {table} WHERE key LIKE %s", (f"geotoolkit:{host}:%",))
 
 

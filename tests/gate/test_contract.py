@@ -267,37 +267,45 @@ def test_redis_keys_expire(redis_url: str, host: str) -> None:
         # Never expires while a pause is still running.
         gate.pause(key, 100.0)
         assert 100_000 < client.pttl(RedisGate.storage_key(key)) <= 106_000
-        assert client.keys(f"geotoolkit:{host}:*") == [RedisGate.storage_key(key).encode()]
+        assert list(client.scan_iter(match=f"geotoolkit:{host}:*")) == [
+            RedisGate.storage_key(key).encode()]
     finally:
-        client.delete(*client.keys(f"geotoolkit:{host}:*"))
+        client.delete(*client.scan_iter(match=f"geotoolkit:{host}:*"))
         client.close()
         gate.close()
 
 
 @pytest.mark.redis
-def test_redis_heartbeats_and_cap_counters_expire(redis_url: str, host: str) -> None:
+def test_redis_heartbeats_and_counters_expire(redis_url: str, host: str) -> None:
     import redis
 
     from geotoolkit.gate import Cap, Report
+    from geotoolkit.gate.fleet import WINDOW_TTL_SECONDS
     from geotoolkit.gate.redis import RedisGate
+    from geotoolkit.gate.strategy import fleet_key
 
     gate = RedisGate(redis_url, key_ttl_seconds=5)
-    client = redis.Redis.from_url(redis_url)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
     key = gate_key(host)
-    state, workers, usage = RedisGate.storage_keys(key)
     try:
         gate.record(key, Report(1, 1, 0), worker="w1")
-        assert 0 < client.pttl(workers) <= 20_000  # two heartbeat periods
+        fleet = RedisGate.values_key(fleet_key(key))
+        assert 0 < client.pttl(fleet) <= 10_000  # a heartbeat period
+        buckets = list(client.scan_iter(match=f"{key}:n:win:*"))
+        assert len(buckets) == 3  # requests, successes, 429s of one second
+        assert all(0 < client.pttl(b) <= WINDOW_TTL_SECONDS * 1000 for b in buckets)
         reservation = gate.reserve(key, 1.0, cap=Cap(10))
         assert reservation.usage is not None
         # A day's counter lives until a day after its period ends.
-        ttl = client.pttl(usage) / 1000
+        counter = RedisGate.counter_key(key, reservation.usage.period, durable=True)
+        ttl = client.pttl(counter) / 1000
         expected = reservation.usage.resets_at - reservation.now + 86_400
         assert expected - 5 < ttl <= expected + 1
-        assert sorted(client.keys(f"geotoolkit:{host}:*")) == sorted(
-            k.encode() for k in (state, workers, usage))
+        assert sorted(client.scan_iter(match=f"geotoolkit:{host}:*")) == sorted(
+            [RedisGate.storage_key(key), fleet, counter, *buckets])
+        assert gate.keys(f"geotoolkit:{host}:") == [key]  # a SCAN for the state hashes
     finally:
-        client.delete(*client.keys(f"geotoolkit:{host}:*"))
+        client.delete(*client.scan_iter(match=f"geotoolkit:{host}:*"))
         client.close()
         gate.close()
 
@@ -333,11 +341,12 @@ def test_postgres_table_is_unlogged_and_old_rows_are_swept(postgres_dsn: str, ho
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         persistence = dict(conn.execute(
             "SELECT relname, relpersistence FROM pg_class WHERE relname IN "
-            "('geotoolkit_gate', 'geotoolkit_gate_workers', 'geotoolkit_gate_usage')"
+            "('geotoolkit_gate', 'geotoolkit_gate_counters', 'geotoolkit_gate_usage', "
+            "'geotoolkit_gate_values')"
         ).fetchall())
-        # Fleet state and heartbeats are ephemeral; cap counters must survive a crash.
-        assert persistence == {"geotoolkit_gate": "u", "geotoolkit_gate_workers": "u",
-                               "geotoolkit_gate_usage": "p"}
+        # Pacing, stats and values are ephemeral; cap counters must survive a crash.
+        assert persistence == {"geotoolkit_gate": "u", "geotoolkit_gate_counters": "u",
+                               "geotoolkit_gate_usage": "p", "geotoolkit_gate_values": "u"}
         options = conn.execute(
             "SELECT reloptions FROM pg_class WHERE relname = 'geotoolkit_gate'").fetchone()
         assert options is not None and "fillfactor=50" in options[0]
@@ -372,9 +381,7 @@ def test_postgres_recreates_a_dropped_schema(postgres_dsn: str, host: str) -> No
         key = gate_key(host)
         assert gate.acquire(key, 1.0) == pytest.approx(0.0, abs=1e-9)
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute("DROP FUNCTION geotoolkit_gate_pause(text, double precision, text, "
-                         "boolean, double precision, double precision, double precision, "
-                         "double precision, integer, integer, integer)")
+            conn.execute("DROP FUNCTION geotoolkit_gate_publish_pause(text, double precision, text)")
         assert gate.pause(key, 5.0) == pytest.approx(5.0, abs=TOL)
     finally:
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:

@@ -1,0 +1,354 @@
+"""The fleet strategy, written once in Python over the primitives of any ``GateStore``.
+
+``FleetGate`` implements the ``Gate`` protocol the engine uses (reserve, pause,
+state, record, stats, usage, shared values) with the store doing only what must
+run on its clock (``geotoolkit.gate.primitives``). What a client can decide is
+decided here, once, for memory, SQLite, Redis and PostgreSQL alike:
+
+- **adaptive pacing** (``Aimd``): the factor lives in one shared value of the
+  key's fleet namespace (``<key>#fleet``, name ``aimd``), changed only by
+  compare-and-set. Each worker paces its reservations at ``interval / factor``
+  with the factor it read last (every reservation reads it again in the same
+  round trip; a first reservation reads it before). A 429 reads the state and
+  the factor, and publishes its cut and its pause in one batch: among many
+  workers throttled at once, one compare-and-set wins, so one burst cuts once.
+- **stats**: three counters (requests, successes, 429s) per one-second bucket,
+  summed over the last ``WINDOW_SECONDS``.
+- **heartbeats**: shared values ``worker:<id>`` living ``HEARTBEAT_SECONDS``;
+  the workers active are the live ones.
+- **caps**: one durable counter per UTC period label (``2025-03-01``,
+  ``2025-03``), incremented *before* reserving; over the cap the increment is
+  undone and ``QuotaExceededError`` raised without reserving.
+
+Round trips per call (each a ``store.run`` batch; see docs/fleet-gate.md):
+``reserve`` 1 (2 with a cap; +1 for a key's first reservation on this
+instance; +1 to give back a cap count when the wait is beyond the horizon),
+``pause`` 1 (2 for a 429), ``state``/``record``/``stats``/``usage`` and each
+shared-value call 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from geotoolkit.clock import Clock, SystemClock
+from geotoolkit.errors import GateError
+from geotoolkit.gate.base import (
+    HEARTBEAT_SECONDS,
+    Aimd,
+    Cap,
+    FleetStats,
+    GateState,
+    Period,
+    Report,
+    Reservation,
+    Usage,
+)
+from geotoolkit.gate.fleet import (
+    AIMD,
+    AIMD_TTL_SECONDS,
+    CAP_KEEP_SECONDS,
+    WINDOW_TTL_SECONDS,
+    WORKER,
+    AimdState,
+    StoreClock,
+    bucket_counts,
+    cap_reached,
+    period_of,
+    window_names,
+    window_totals,
+)
+from geotoolkit.gate.primitives import (
+    FAR,
+    AddCounters,
+    DeleteValue,
+    GateStore,
+    Op,
+    Pause,
+    Paused,
+    ReadCounters,
+    ReadState,
+    ReadValues,
+    Reserve,
+    SetValue,
+    Slot,
+    StoreState,
+)
+
+__all__ = ["FleetGate", "fleet_key"]
+
+_Known = tuple[str | None, AimdState]  # the stored text (None: absent) and what it says
+
+
+def fleet_key(key: str) -> str:
+    """The namespace of a gate key's own shared values (AIMD state, heartbeats).
+
+    >>> fleet_key("geotoolkit:api.example.com:anonymous")
+    'geotoolkit:api.example.com:anonymous#fleet'
+    """
+    return f"{key}#fleet"
+
+
+class FleetGate:
+    """A ``Gate`` over any ``GateStore``: the fleet strategy, in Python, once.
+
+    ``aimd`` tunes adaptive pacing (``Aimd()`` by default); ``clock`` is this
+    host's clock, used with the ``now`` of the store's replies to estimate the
+    store's clock (for a server store; a host-clock store's own clock is used
+    as is). Thread-safe when its store is.
+    """
+
+    def __init__(self, store: GateStore, *, aimd: Aimd | None = None,
+                 clock: Clock | None = None) -> None:
+        self.store = store
+        self.backend: str = store.backend
+        self.blocking: bool = store.blocking
+        self.aimd = aimd or Aimd()
+        self._clock: Clock = store.clock or clock or SystemClock()
+        self._store_clock = StoreClock()
+        self._lock = threading.Lock()
+        self._known: dict[str, _Known] = {}
+
+    # -- the store's clock, and batches ------------------------------------------------------------
+
+    def _now(self) -> float:
+        """The store's clock, as well as this host knows it."""
+        if self.store.clock is not None:
+            return self.store.clock.now()
+        return self._store_clock.now(self._clock.now())
+
+    def _run(self, ops: Sequence[Op]) -> list[Any]:
+        """One round trip; a reply stamped with the store's clock refines the estimate."""
+        start = self._clock.now()
+        results = self.store.run(ops)
+        if self.store.clock is None:
+            stamps = [r.now for r in results if isinstance(r, Slot | Paused | StoreState)]
+            if stamps:
+                with self._lock:
+                    self._store_clock.observe(start, self._clock.now(), stamps[0])
+        return results
+
+    # -- the adaptive factor -----------------------------------------------------------------------
+
+    def _learn(self, key: str, values: Mapping[str, str]) -> _Known:
+        text = values.get(AIMD)
+        known = (text, AimdState.from_text(text))
+        with self._lock:
+            self._known[key] = known
+        return known
+
+    def _factor(self, key: str) -> _Known:
+        """The AIMD state last seen for ``key`` (read from the store the first time)."""
+        with self._lock:
+            known = self._known.get(key)
+        if known is None:
+            known = self._learn(key, self._run([ReadValues(fleet_key(key), AIMD)])[0])
+        return known
+
+    @staticmethod
+    def _swap(key: str, text: str | None, new: AimdState) -> SetValue:
+        """Compare-and-set of the AIMD state: it applies only if nobody changed it meanwhile."""
+        return SetValue(fleet_key(key), AIMD, new.to_text(), AIMD_TTL_SECONDS,
+                        only_if_absent=text is None, only_if=text)
+
+    def _credit(self, key: str, known: _Known | None, report: Report | None) -> list[Op]:
+        if known is None or report is None or report.successes <= 0:
+            return []
+        text, state = known
+        new = state.credited(self._now(), report.successes, self.aimd)
+        return [] if new == state else [self._swap(key, text, new)]
+
+    def _counted(self, key: str, report: Report | None) -> list[Op]:
+        if not report:
+            return []
+        return [AddCounters.of(key, bucket_counts(self._now(), report), WINDOW_TTL_SECONDS)]
+
+    # -- reservations ------------------------------------------------------------------------------
+
+    def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
+                report: Report | None = None, cap: Cap | None = None) -> Reservation:
+        Reserve(key, interval, horizon)  # bad arguments fail before anything is sent
+        known = self._factor(key)
+        factor = known[1].factor
+        credit, counted = self._credit(key, known, report), self._counted(key, report)
+        usage: Usage | None = None
+        if cap is not None:
+            usage = self._count_cap(key, cap, credit, counted)
+            factor = self._factor(key)[1].factor  # as read with the count, just now
+            try:
+                slot: Slot = self._run([Reserve(key, interval / factor, horizon)])[0]
+            except GateError:
+                with contextlib.suppress(GateError):  # best effort: the store may be down
+                    self._uncount(key, usage)
+                raise
+            if not slot.reserved:
+                usage = self._uncount(key, usage)
+        else:
+            *_, values, slot = self._run([*credit, *counted, ReadValues(fleet_key(key), AIMD),
+                                          Reserve(key, interval / factor, horizon)])
+            fresh = self._learn(key, values)[1].factor
+            if slot.reserved and fresh < factor * (1 - 1e-9):
+                self._respace(key, interval, factor, fresh)
+        return Reservation(slot.wait, slot.now, slot.reserved, slot.epoch, factor, usage)
+
+    def _respace(self, key: str, interval: float, used: float, fresh: float) -> None:
+        """Paced at a factor another worker has just cut: reserve the missing spacing too."""
+        self._run([Reserve(key, interval / fresh - interval / used, FAR)])
+
+    def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
+        return self.reserve(key, interval, horizon).wait
+
+    # -- caps --------------------------------------------------------------------------------------
+
+    def _cap_op(self, key: str, counts: Mapping[str, int], resets_at: float) -> AddCounters:
+        ttl = max(1.0, resets_at - self._now()) + CAP_KEEP_SECONDS
+        return AddCounters.of(key, counts, ttl, durable=True)
+
+    def _count_cap(self, key: str, cap: Cap, credit: list[Op], counted: list[Op]) -> Usage:
+        """Count one send against the cap (with the report): increment, then check."""
+        label, resets = period_of(self._now(), cap.period)
+        results = self._run([*credit, self._cap_op(key, {label: 1}, resets), *counted,
+                             ReadValues(fleet_key(key), AIMD), ReadState(key)])
+        added, values, state = results[len(credit)], results[-2], results[-1]
+        self._learn(key, values)
+        used = added[label]
+        true_label, true_resets = period_of(state.now, cap.period)
+        if true_label != label:  # the store's calendar says otherwise (midnight, a skewed clock)
+            moved = self._run([self._cap_op(key, {label: -1, true_label: 1}, max(resets, true_resets))])
+            label, resets, used = true_label, true_resets, moved[0][true_label]
+        usage = Usage(label, used, resets)
+        if used > cap.limit:
+            raise cap_reached(cap, self._uncount(key, usage))
+        return usage
+
+    def _uncount(self, key: str, usage: Usage) -> Usage:
+        """Give back a send counted against a cap (refused, or not reserved)."""
+        self._run([self._cap_op(key, {usage.period: -1}, usage.resets_at)])
+        return Usage(usage.period, usage.used - 1, usage.resets_at)
+
+    def usage(self, key: str, period: Period = "day") -> Usage:
+        asked = self._read_caps(key, (period,))
+        state, counters = self._run([ReadState(key), asked])
+        return self._usages(key, state.now, (period,), asked.names, counters)[0]
+
+    def _read_caps(self, key: str, periods: Sequence[Period]) -> ReadCounters:
+        now = self._now()
+        return ReadCounters(key, tuple(period_of(now, p)[0] for p in periods), durable=True)
+
+    def _usages(self, key: str, now: float, periods: Sequence[Period], asked: Sequence[str],
+                counters: Mapping[str, int]) -> list[Usage]:
+        """The usages in the store's periods at ``now`` (asked again if the estimate was off)."""
+        labels = [period_of(now, p) for p in periods]
+        missed = tuple(label for label, _ in labels if label not in asked)
+        if missed:  # the store's calendar says otherwise (midnight, a skewed clock)
+            counters = {**counters, **self._run([ReadCounters(key, missed, durable=True)])[0]}
+        return [Usage(label, counters.get(label, 0), resets) for label, resets in labels]
+
+    # -- pauses ------------------------------------------------------------------------------------
+
+    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
+              report: Report | None = None) -> float:
+        op = Pause(key, seconds, cause)
+        counted = self._counted(key, report)
+        if not rate_limited:
+            paused: Paused = self._run([*counted, op])[-1]
+            return paused.remaining
+        # The factor before the state: read apart (PostgreSQL statements, each its own
+        # snapshot), a factor older than the state is safe, a newer one could cut twice.
+        values, state = self._run([ReadValues(fleet_key(key), AIMD), ReadState(key)])
+        text, aimd = self._learn(key, values)
+        event = self._event(aimd, state, seconds)
+        swap = [] if event == aimd else [self._swap(key, text, event)]
+        results = self._run([*swap, *counted, op])
+        paused = results[-1]
+        if swap and results[0]:
+            with self._lock:
+                self._known[key] = (event.to_text(), event)
+        elif swap and paused.started:  # our 429 opened the pause, but the factor moved meanwhile
+            self._throttle_again(key, state, seconds)
+        return paused.remaining
+
+    def _event(self, aimd: AimdState, state: StoreState, seconds: float) -> AimdState:
+        until = max(state.pause_until, state.now + max(seconds, 0.0))
+        return aimd.throttled(state.now, state.pause_until, until, self.aimd)
+
+    def _throttle_again(self, key: str, state: StoreState, seconds: float, tries: int = 3) -> None:
+        """Apply a 429 event on a fresher AIMD state (a success credit raced with it)."""
+        for _ in range(tries):
+            text, aimd = self._learn(key, self._run([ReadValues(fleet_key(key), AIMD)])[0])
+            if (aimd.throttled_at or float("-inf")) >= state.now:
+                return  # a later 429 was counted meanwhile: its cut stands for ours
+            event = self._event(aimd, state, seconds)
+            if event == aimd or self._run([self._swap(key, text, event)])[0]:
+                return
+
+    def state(self, key: str) -> GateState:
+        current: StoreState = self._run([ReadState(key)])[0]
+        return current.gate_state()
+
+    # -- stats and heartbeats ----------------------------------------------------------------------
+
+    def record(self, key: str, report: Report, *, worker: str | None = None,
+               leaving: bool = False) -> FleetStats:
+        with self._lock:
+            known = self._known.get(key)
+        ops = [*self._credit(key, known, report), *self._counted(key, report)]
+        if worker is not None:
+            name = WORKER + worker
+            ops.append(DeleteValue(fleet_key(key), name) if leaving
+                       else SetValue(fleet_key(key), name, "", HEARTBEAT_SECONDS))
+        return self._stats_of(key, self._run([*ops, *self._stats_ops(key)])[-3:])
+
+    def stats(self, key: str) -> FleetStats:
+        return self._stats_of(key, self._run(self._stats_ops(key)))
+
+    def snapshot(self, key: str) -> tuple[FleetStats, Usage, Usage]:
+        """The stats and the day's and month's cap counts, in one round trip."""
+        asked = self._read_caps(key, ("day", "month"))
+        results = self._run([*self._stats_ops(key), asked])
+        stats = self._stats_of(key, results[:3])
+        day, month = self._usages(key, stats.now, ("day", "month"), asked.names, results[3])
+        return stats, day, month
+
+    def _stats_ops(self, key: str) -> list[Op]:
+        return [ReadState(key), ReadCounters(key, window_names(self._now())),
+                ReadValues(fleet_key(key))]
+
+    def _stats_of(self, key: str, results: Sequence[Any]) -> FleetStats:
+        state, counters, values = results
+        factor = self._learn(key, values)[1].factor
+        window, requests, successes, throttled = window_totals(state.now, counters)
+        running = state.pause_until > state.now
+        return FleetStats(
+            now=state.now, window_seconds=window, requests=requests, successes=successes,
+            throttled=throttled, rate_factor=factor, pause_until=state.pause_until,
+            pause_cause=state.cause if running else "",
+            workers_active=sum(1 for name in values if name.startswith(WORKER)))
+
+    # -- shared values -----------------------------------------------------------------------------
+
+    def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
+                  only_if_absent: bool = False) -> bool:
+        return bool(self._run([SetValue(key, name, value, ttl_seconds, only_if_absent)])[0])
+
+    def values(self, key: str, prefix: str = "") -> dict[str, str]:
+        found: dict[str, str] = self._run([ReadValues(key, prefix)])[0]
+        return found
+
+    def delete_value(self, key: str, name: str, *, only_if: str | None = None) -> bool:
+        return bool(self._run([DeleteValue(key, name, only_if)])[0])
+
+    # -- the store ---------------------------------------------------------------------------------
+
+    def keys(self, prefix: str = "") -> list[str]:
+        """The gate keys with a pacing state on the store whose names start with ``prefix``."""
+        return self.store.keys(prefix)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __repr__(self) -> str:
+        return f"FleetGate({self.store!r})"

@@ -1,0 +1,176 @@
+"""The fleet strategy on its own: pure steps with plain numbers, and ``FleetGate`` over a
+scripted store (a memory store that hides its clock, as a server does, and can
+interleave another worker's writes between two round trips)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from geotoolkit.clock import FakeClock
+from geotoolkit.gate import Aimd, Cap, Report, gate_key
+from geotoolkit.gate.fleet import (
+    AIMD,
+    SLOTS,
+    WINDOW_SECONDS,
+    AimdState,
+    bucket_counts,
+    period_of,
+    window_names,
+    window_totals,
+)
+from geotoolkit.gate.memory import MemoryStore
+from geotoolkit.gate.primitives import Op
+from geotoolkit.gate.strategy import FleetGate, fleet_key
+
+KEY = gate_key("api.example.com", "sk-test")
+MIDNIGHT = 1_709_251_200.0  # 2024-03-01T00:00:00Z
+
+
+class ServerLike:
+    """A memory store on its own clock that, like a server, does not share it (``clock``
+    is None); ``before[n]`` runs just before its n-th round trip (another worker)."""
+
+    backend, blocking, clock = "server-like", False, None
+
+    def __init__(self, server_clock: FakeClock) -> None:
+        self.inner = MemoryStore(server_clock)
+        self.rounds = 0
+        self.before: dict[int, Callable[[], object]] = {}
+
+    def run(self, ops: Sequence[Op]) -> list[Any]:
+        self.rounds += 1
+        if self.rounds in self.before:
+            self.before.pop(self.rounds)()
+        return self.inner.run(ops)
+
+    def keys(self, prefix: str = "") -> list[str]:
+        return self.inner.keys(prefix)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _gate(server: ServerLike, local: FakeClock | None = None, **aimd: float) -> FleetGate:
+    return FleetGate(server, aimd=Aimd(**aimd), clock=local or FakeClock(start=0.0))  # type: ignore[arg-type]
+
+
+# -- pure steps ---------------------------------------------------------------------------------
+
+
+def test_the_aimd_steps_with_plain_numbers() -> None:
+    a = Aimd(decrease=0.5, hold_seconds=1.0, recent_seconds=3.0, increase_per_second=0.1)
+    first = AimdState().throttled(100.0, 0.0, 101.0, a)
+    assert (first.factor, first.throttled_at) == (1.0, 100.0)  # a first 429 only pauses
+    cut = first.throttled(100.5, 100.0, 102.0, a)
+    assert cut == AimdState(0.5, 100.5, 100.5, 102.0)
+    assert cut.throttled(101.0, 100.9, 103.0, a) == AimdState(0.5, 100.5, 101.0, 102.0)  # hold
+    assert cut.throttled(101.0, 101.5, 103.0, a) is cut  # during a pause: the same burst
+    assert cut.credited(101.0, 5, a) is cut  # the pause that came with the cut still runs
+    up = cut.credited(102.5, 5, a)
+    assert up.factor == pytest.approx(0.55) and up.increased_at == 102.5
+    assert up.credited(200.0, 5, a).factor == pytest.approx(0.65)  # at most one second
+    assert up.credited(200.0, 0, a) is up  # no success, no credit
+    assert AimdState().credited(5.0, 3, a) == AimdState()  # at the configured rate: nothing
+    assert AimdState(0.9, increased_at=0.0).credited(1e9, 1, Aimd(increase_per_second=1.0)).factor == 1.0
+
+
+def test_the_window_counts_one_second_buckets() -> None:
+    counts: dict[str, int] = {}
+    for at, report in [(95.5, Report(9, 9, 0)), (100.1, Report(2, 1, 1)), (104.9, Report(3, 3, 0))]:
+        for name, n in bucket_counts(at, report).items():
+            counts[name] = counts.get(name, 0) + n
+    assert window_totals(104.0, counts) == (9.0, 14, 13, 1)  # buckets 95 to 104
+    assert window_totals(105.0, counts) == (5.0, 5, 4, 1)  # the 95 s bucket has left
+    assert window_totals(111.0, counts) == (7.0, 3, 3, 0)  # only the 104 s bucket is left
+    assert window_totals(120.0, counts) == (WINDOW_SECONDS, 0, 0, 0)
+    assert len(window_names(105.0)) == 3 * (SLOTS + 2)
+    assert set(bucket_counts(104.9, Report(1))) <= set(window_names(105.0))
+
+
+# -- a store that does not share its clock ---------------------------------------------------------
+
+
+def test_cap_periods_follow_the_store_calendar_not_this_host() -> None:
+    server = ServerLike(FakeClock(start=MIDNIGHT - 0.5))  # 23:59:59.5 on 2024-02-29
+    gate = _gate(server, FakeClock(start=0.0))  # this host believes it is 1970
+    first = gate.reserve(KEY, 0.0, cap=Cap(5))
+    assert first.usage is not None and first.usage.period == "2024-02-29"  # corrected
+    assert gate.usage(KEY).period == "2024-02-29" and gate.usage(KEY).used == 1
+    assert server.inner.read_counters(KEY, ["1970-01-01"], durable=True) in ({}, {"1970-01-01": 0})
+    server.inner.clock.advance(1.0)  # type: ignore[attr-defined]  # midnight on the store
+    assert gate.usage(KEY) == gate.usage(KEY, "day")
+    assert gate.usage(KEY).period == "2024-03-01" and gate.usage(KEY).used == 0
+    assert gate.usage(KEY, "month").period == "2024-03"
+    assert gate.reserve(KEY, 0.0, cap=Cap(5)).usage.period == "2024-03-01"  # type: ignore[union-attr]
+
+
+def test_the_stats_window_follows_the_store_clock_once_it_is_known() -> None:
+    server = ServerLike(FakeClock(start=MIDNIGHT))
+    gate = _gate(server, FakeClock(start=5_000.0))  # far behind the store
+    gate.state(KEY)  # one stamped reply: the offset is known
+    stats = gate.record(KEY, Report(3, 2, 1), worker="w")
+    assert (stats.requests, stats.successes, stats.throttled, stats.workers_active) == (3, 2, 1, 1)
+    assert stats.now == MIDNIGHT
+
+
+def test_a_reservation_at_a_factor_cut_meanwhile_reserves_the_missing_spacing() -> None:
+    server_clock = FakeClock(start=MIDNIGHT)
+    server = ServerLike(server_clock)
+    one, two = _gate(server, decrease=0.5), _gate(server, decrease=0.5)
+    one.reserve(KEY, 10.0)  # one knows the factor: 1.0
+    two.pause(KEY, 0.0, rate_limited=True)
+    two.pause(KEY, 0.0, rate_limited=True)  # two 429s in a row: cut to 0.5
+    stale = one.reserve(KEY, 10.0)  # paced at 1.0, learns 0.5 in the same round trip
+    assert stale.rate_factor == 1.0
+    after = one.reserve(KEY, 10.0)
+    assert after.rate_factor == 0.5
+    # 20 s after the stale slot, as if it had been reserved at 0.5: the spacing was added.
+    assert after.now + after.wait == pytest.approx(stale.now + stale.wait + 20.0)
+
+
+def test_a_429_racing_a_success_credit_still_cuts() -> None:
+    server = ServerLike(FakeClock(start=MIDNIGHT))
+    gate = _gate(server, decrease=0.5, hold_seconds=0.0)
+    gate.pause(KEY, 0.0, rate_limited=True)  # a first 429: throttled_at recorded
+    text = server.inner.values(fleet_key(KEY), AIMD)[AIMD]
+    credited = AimdState.from_text(text)
+
+    def another_worker_credits() -> None:  # between our read and our compare-and-set
+        moved = AimdState(0.9, credited.decreased_at, credited.throttled_at, MIDNIGHT)
+        assert server.inner.set_value(fleet_key(KEY), AIMD, moved.to_text(), ttl_seconds=60,
+                                      only_if=text)
+
+    server.before[server.rounds + 2] = another_worker_credits
+    server.inner.clock.advance(1.0)  # type: ignore[attr-defined]
+    gate.pause(KEY, 0.0, rate_limited=True)  # our 429 opens the pause; our swap fails, then retries
+    assert gate.stats(KEY).rate_factor == pytest.approx(0.45)  # the credited 0.9, cut once
+
+
+def test_a_429_of_a_burst_that_another_worker_published_does_not_cut_again() -> None:
+    server = ServerLike(FakeClock(start=MIDNIGHT))
+    one, two = _gate(server, decrease=0.5, hold_seconds=0.0), _gate(server, decrease=0.5,
+                                                                      hold_seconds=0.0)
+    one.pause(KEY, 0.0, rate_limited=True)
+    server.inner.clock.advance(1.0)  # type: ignore[attr-defined]
+    # two's 429 lands between one's read and one's publication: one is part of two's burst.
+    server.before[server.rounds + 2] = lambda: two.pause(KEY, 30.0, rate_limited=True)
+    one.pause(KEY, 30.0, rate_limited=True)
+    assert one.stats(KEY).rate_factor == 0.5 and one.state(KEY).epoch == 2
+
+
+def test_a_first_reservation_reads_the_factor_before_reserving() -> None:
+    server = ServerLike(FakeClock(start=MIDNIGHT))
+    cut = AimdState(0.25, MIDNIGHT, MIDNIGHT, MIDNIGHT).to_text()
+    server.inner.set_value(fleet_key(KEY), AIMD, cut, ttl_seconds=60)
+    gate = _gate(server)
+    first, second = gate.reserve(KEY, 1.0), gate.reserve(KEY, 1.0)
+    assert (first.rate_factor, second.wait) == (0.25, pytest.approx(4.0))
+    assert server.rounds == 3
+
+
+def test_periods_used_by_the_strategy_are_utc() -> None:
+    assert period_of(MIDNIGHT - 0.001, "day") == ("2024-02-29", MIDNIGHT)
+    assert period_of(MIDNIGHT, "month")[0] == "2024-03"
