@@ -195,10 +195,8 @@ class GeocodeAccessor:
         ...     p = Nominatim(sim.url, user_agent="docs-example/1.0")
         ...     out = fixes.geocode.reverse(provider=p, gate="memory://", cache=False,
         ...                                 progress=False)
-        >>> out[["fix", "geocode_status", "geocode_label"]]
-          fix geocode_status                            geocode_label
-        0   a        matched  38, Städtle, Vaduz, 9490, Liechtenstein
-        1   b       no_match
+        >>> out.geocode_status.tolist(), out.geocode_label[0]
+        (['matched', 'no_match'], '38, Städtle, Vaduz, 9490, Liechtenstein')
         >>> out.crs.to_string(), round(float(out.geocode_distance_m[0]), 1)
         ('EPSG:4326', 2.2)
         """

@@ -125,11 +125,11 @@ class ReverseJob:
                                cached=options.cache is not False)
         if reasons is not None and len(reasons) != len(frame):
             raise ValueError(f"{len(reasons)} reasons for {len(frame)} rows")
-        self.options, self.decimals = options, decimals
+        self.options, self.decimals = options, int(decimals)  # a numpy integer too
         self.points, moved = _to_lonlat(geometry)
         given = reasons if reasons is not None else [None] * len(frame)
         self.items: list[ReverseQuery | str] = [
-            before or problem or _query(point, decimals)
+            before or problem or _query(point, self.decimals)
             for point, before, problem in zip(self.points.array, given, moved, strict=True)]
 
     @classmethod
