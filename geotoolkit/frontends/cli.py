@@ -304,11 +304,15 @@ def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
         print(f"{summary_line(tally)} (the dead letters of {args.input}) -> {args.output} "
               f"(geocoded: {geocoded}, dead_letters: {letters})")
         return 0
+    _report(tally, args.output, geocoded, letters)
+    return 0
+
+
+def _report(tally: Tally, output: Path, geocoded: int, letters: int) -> None:
     flagged = tally.matched - geocoded  # matches whose coordinates failed validation
     note = f", {flagged} flagged by validation" if flagged > 0 else ""
-    print(f"{summary_line(tally)} -> {args.output} (geocoded: {geocoded}, dead_letters: {letters}"
+    print(f"{summary_line(tally)} -> {output} (geocoded: {geocoded}, dead_letters: {letters}"
           f"{note})")
-    return 0
 
 
 def _unless_deferred(run: Callable[[], gpd.GeoDataFrame]) -> gpd.GeoDataFrame | None:
@@ -334,7 +338,7 @@ def _reverse(args: argparse.Namespace, options: GeocodeOptions) -> int:
     if result is None:
         return EX_TEMPFAIL
     geocoded, letters = write_results(result, args.output)
-    print(f"{summary_line(tally)} -> {args.output} (geocoded: {geocoded}, dead_letters: {letters})")
+    _report(tally, args.output, geocoded, letters)
     return 0
 
 
