@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from geotoolkit.errors import ConfigurationError
+from geotoolkit.export.dtypes import REVERSE_COLUMNS
 from geotoolkit.schema import GEOCODE_COLUMNS, result_columns
 
 __all__ = ["FORMATS", "check_exportable", "format_of"]
@@ -27,19 +28,26 @@ def format_of(path: str | os.PathLike[str]) -> str:
     return FORMATS[suffix]
 
 
-def _result_columns(columns: Iterable[Hashable]) -> list[Hashable]:
+def _result_columns(columns: Iterable[Hashable], *, reverse: bool = False) -> list[Hashable]:
     """The columns of a result built from a frame with ``columns``."""
     columns = list(columns)
-    ours = {*result_columns(columns), *GEOCODE_COLUMNS, "geometry"}
-    return [c for c in columns if c not in ours] + [*GEOCODE_COLUMNS, "geometry"]
+    if reverse:  # the frame's own columns: the reverse job has dropped earlier results
+        added: tuple[str, ...] = REVERSE_COLUMNS
+        ours: set[Hashable] = {*REVERSE_COLUMNS, "geometry"}
+    else:
+        added, ours = GEOCODE_COLUMNS, {*result_columns(columns), *GEOCODE_COLUMNS, "geometry"}
+    return [c for c in columns if c not in ours] + [*added, "geometry"]
 
 
-def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
+def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
+                     reverse: bool = False) -> None:
     """Refuse, before any request, a frame whose result ``path`` could not hold.
 
     Column names must be non-empty text, distinct even ignoring case (GeoPackage is
     SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column must hold
-    unique whole numbers (GeoPackage uses it as the feature id).
+    unique whole numbers (GeoPackage uses it as the feature id). With ``reverse``,
+    ``frame`` holds the input columns of a reverse run (``ReverseJob.frame``), whose
+    result adds :data:`~geotoolkit.export.dtypes.REVERSE_COLUMNS`.
 
     Examples
     --------
@@ -51,7 +59,7 @@ case: 'address' and 'Address'; rename one of them
     """
     fmt = format_of(path)
     name = os.fspath(path)
-    columns = _result_columns(frame.columns)
+    columns = _result_columns(frame.columns, reverse=reverse)
     bad = [c for c in columns if not isinstance(c, str) or not c.strip()]
     if bad:
         raise ConfigurationError(

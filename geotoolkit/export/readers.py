@@ -1,4 +1,5 @@
-"""Read a written result back: both GeoPackage layers, or the GeoParquet file, as one frame."""
+"""Read a written result back: both GeoPackage layers, or the GeoParquet file, as one frame.
+And read the points a reverse run starts from (:func:`read_points`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from geotoolkit.errors import ConfigurationError, ExportError
 from geotoolkit.export.checks import format_of
 from geotoolkit.export.dtypes import result_dtypes
 
-__all__ = ["read_results"]
+__all__ = ["read_points", "read_results"]
 
 
 def read_results(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
@@ -23,7 +24,8 @@ def read_results(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     or not: a corrected address is read as it now stands), on a fresh
     ``RangeIndex``; a GeoParquet file keeps its index and order. Result columns get
     their dtypes back (``geocode_precision`` categorical, ...), rows of the dead
-    letters no coordinates and no geometry.
+    letters no coordinates and no geometry (those of a reverse result their input
+    geometry).
 
     Raises
     ------
@@ -52,8 +54,55 @@ def _geopackage(source: Path) -> gpd.GeoDataFrame:
     if "geocoded" not in layers or "dead_letters" not in layers:
         raise ExportError(f"{source} has no geocoded and dead_letters layers: not a result")
     geocoded = pyogrio.read_dataframe(source, layer="geocoded")
-    letters = pd.DataFrame(pyogrio.read_dataframe(source, layer="dead_letters", read_geometry=False))
+    read = pyogrio.read_dataframe(source, layer="dead_letters")
+    letters = pd.DataFrame(read)
+    if not isinstance(read, gpd.GeoDataFrame):  # a forward result's dead letters have no point
+        letters["geometry"] = None
     letters = letters.reindex(columns=list(dict.fromkeys([*geocoded.columns, *letters.columns])))
-    letters["geometry"] = None
     both = pd.concat([pd.DataFrame(geocoded), letters], ignore_index=True)
     return gpd.GeoDataFrame(both, geometry="geometry", crs=geocoded.crs or "EPSG:4326")
+
+
+_PARQUET = (".parquet", ".geoparquet")
+_READ_ERRORS = (OSError, ValueError, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError)
+
+
+def read_points(path: str | os.PathLike[str], layer: str | None = None) -> gpd.GeoDataFrame:
+    """The features of a vector file (GeoPackage, GeoJSON, Shapefile, FlatGeobuf, ... as
+    GDAL reads them) or a GeoParquet file, for a reverse run, in their own CRS.
+
+    A file with several layers needs ``layer``, except a written result (layers
+    ``geocoded`` and ``dead_letters``), which is read whole by :func:`read_results`.
+
+    Raises
+    ------
+    ConfigurationError
+        No such file, no such layer, several layers and no ``layer``.
+    ExportError
+        The file cannot be read.
+    """
+    source = Path(path)
+    if not source.is_file():
+        raise ConfigurationError(f"no such file: {source}")
+    parquet = source.suffix.lower() in _PARQUET
+    if parquet and layer is not None:
+        raise ConfigurationError(f"{source} is GeoParquet, which has no layers: drop the layer")
+    layers = [] if parquet else _layers(source)
+    if layer is None and set(layers) == {"geocoded", "dead_letters"}:
+        return read_results(source)
+    if (layer is None and len(layers) > 1) or (layer is not None and layer not in layers):
+        wrong = "" if layer is None else f" (not {layer!r})"
+        raise ConfigurationError(f"{source} has the layers {', '.join(layers)}: name one{wrong}")
+    try:
+        if parquet:
+            return gpd.read_parquet(source)
+        return pyogrio.read_dataframe(source, layer=layer)
+    except _READ_ERRORS as exc:
+        raise ExportError(f"cannot read {source}: {exc}") from exc
+
+
+def _layers(source: Path) -> list[str]:
+    try:
+        return [str(name) for name, _ in pyogrio.list_layers(source)]
+    except _READ_ERRORS as exc:
+        raise ExportError(f"cannot read {source}: {exc}") from exc

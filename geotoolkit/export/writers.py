@@ -48,6 +48,14 @@ def _text(value: object) -> str | None:
     return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _letters_layer(letters: pd.DataFrame) -> pd.DataFrame:
+    """The dead letters as GDAL takes them: a reverse result's keep their input geometry."""
+    if isinstance(letters, gpd.GeoDataFrame):
+        name = letters.geometry.name
+        return gpd.GeoDataFrame(_plain(letters), geometry=name, crs=letters.crs)
+    return _plain(letters)
+
+
 def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:
     """Write matched rows to layer ``geocoded`` and the rest to ``dead_letters``.
 
@@ -55,7 +63,9 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     export never leaves a half-written GeoPackage. Every result column is written
     (``geocode_precision`` as text: :func:`~geotoolkit.export.read_results` makes it
     categorical again); the dead letters keep the columns of
-    :func:`~geotoolkit.export.dead_letters`. Returns the two row counts.
+    :func:`~geotoolkit.export.dead_letters`, and for a reverse result their input
+    geometry (where each fix was: a point, or the empty, missing or non-point geometry
+    that made it a dead letter). Returns the two row counts.
     """
     target = Path(path)
     partial = target.with_name(f".{target.stem}.partial{target.suffix or '.gpkg'}")
@@ -65,8 +75,8 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
         partial.unlink(missing_ok=True)
         geocoded = gpd.GeoDataFrame(_plain(matched), geometry="geometry", crs=result.crs)
         geocoded.to_file(partial, layer="geocoded", driver="GPKG", engine="pyogrio")
-        pyogrio.write_dataframe(_plain(letters), partial, layer="dead_letters", driver="GPKG",
-                                append=False)
+        pyogrio.write_dataframe(_letters_layer(letters), partial, layer="dead_letters",
+                                driver="GPKG", append=False)
         os.replace(partial, target)
     except (OSError, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError,
             ValueError) as exc:

@@ -9,9 +9,12 @@ GeoDataFrame)::
     fixed = result.geocode.dead_letters()[["address"]]   # correct some addresses...
     result = result.geocode.retry(fixed, provider=...)   # ...send only those again
 
+    places = gdf.geocode.reverse(provider=...)   # Points in any CRS -> the addresses there
+
 A thin front end: the options become one
 :class:`~geotoolkit.orchestration.options.GeocodeOptions`, the work is a
-:class:`~geotoolkit.orchestration.job.FrameJob`. This module imports only pandas at
+:class:`~geotoolkit.orchestration.job.FrameJob` (reverse: a
+:class:`~geotoolkit.orchestration.reverse.ReverseJob`). This module imports only pandas at
 import time, so registering the accessor is cheap.
 """
 
@@ -20,6 +23,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+from geotoolkit.results import REVERSE_DECIMALS
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -122,9 +127,95 @@ class GeocodeAccessor:
             return start_in_background(job, progress)
         return job.run_sync(progress_sink(progress))
 
+    def reverse(
+        self,
+        *,
+        lon: str | None = None,
+        lat: str | None = None,
+        crs: Any = None,
+        decimals: int = REVERSE_DECIMALS,
+        progress: Any = "auto",
+        background: bool = False,
+        **options: Any,
+    ) -> gpd.GeoDataFrame | GeocodeJob[gpd.GeoDataFrame]:
+        """Reverse geocode the frame's points: the address at each one, in a new GeoDataFrame.
+
+        The points are reprojected from the frame's CRS to EPSG:4326 first (a frame
+        without a CRS is refused: ``gdf.set_crs(...)``). The result has the same
+        index and the input columns, and keeps the input point (reprojected) as its
+        geometry, so it still maps where the fixes were. It adds
+        ``geocode_status`` (matched, too_coarse with ``min_precision``, no_match,
+        failed), ``geocode_label`` (the address found), ``geocode_precision`` (the
+        ordered categorical of :meth:`run`), ``geocode_score``,
+        ``geocode_provider``, ``geocode_reason``, ``geocode_attempts``, the place's
+        own point ``geocode_lon``/``geocode_lat`` and ``geocode_distance_m``, its
+        geodesic distance (WGS84) from the input point in metres; with
+        ``full_results=True`` the address components (``geocode_street``,
+        ``geocode_housenumber``, ``geocode_postcode``, ``geocode_locality``...).
+        Missing, empty and non-point geometries and out-of-range coordinates are
+        dead letters with their reason, never sent.
+
+        The same engine, gate, cache, options and progress as :meth:`run`: points
+        are cached by their coordinates rounded to ``decimals``, so two fixes closer
+        than that share one request and a rerun sends nothing already settled.
+
+        Parameters
+        ----------
+        lon, lat
+            For a plain DataFrame only: the names of its longitude and latitude
+            columns (or easting and northing in ``crs``), never guessed; both are
+            kept. A GeoDataFrame uses its own geometry and CRS.
+        crs
+            With ``lon``/``lat``: the CRS of those columns (default EPSG:4326).
+        decimals
+            Decimals of a degree a point is sent and cached with (default 6, about
+            0.1 m; 4 is about 10 m: GPS jitter below that shares one request).
+        progress, background
+            As for :meth:`run`.
+        **options
+            The options of :class:`~geotoolkit.orchestration.options.GeocodeOptions`
+            (``provider`` is required, and must have a reverse endpoint; a list of
+            them is a fallback chain).
+
+        Raises
+        ------
+        ConfigurationError
+            No CRS, a provider without reverse geocoding, bad options, columns the
+            result would overwrite; all before anything is opened or sent.
+
+        Examples
+        --------
+        >>> import geopandas as gpd
+        >>> from shapely.geometry import Point
+        >>> from geotoolkit.providers import Nominatim
+        >>> from geotoolkit.testing import ProviderSimulator
+        >>> fixes = gpd.GeoDataFrame({"fix": ["a", "b"]}, geometry=[
+        ...     Point(2758020, 1223073), Point(2700000, 1100000)], crs="EPSG:2056")
+        >>> with ProviderSimulator() as sim:
+        ...     p = Nominatim(sim.url, user_agent="docs-example/1.0")
+        ...     out = fixes.geocode.reverse(provider=p, gate="memory://", cache=False,
+        ...                                 progress=False)
+        >>> out.geocode_status.tolist(), out.geocode_label[0]
+        (['matched', 'no_match'], '38, Städtle, Vaduz, 9490, Liechtenstein')
+        >>> out.crs.to_string(), round(float(out.geocode_distance_m[0]), 1)
+        ('EPSG:4326', 2.2)
+        """
+        from geotoolkit.display.sinks import progress_sink
+        from geotoolkit.orchestration.options import GeocodeOptions
+        from geotoolkit.orchestration.reverse import reverse_job
+
+        job = reverse_job(self._obj, GeocodeOptions.from_env(**options), lon=lon, lat=lat,
+                          crs=crs, decimals=decimals)
+        if background:
+            from geotoolkit.frontends.background import start_in_background
+
+            return start_in_background(job, progress)
+        return job.run_sync(progress_sink(progress))
+
     def dead_letters(self) -> pd.DataFrame:
         """The rows of a result that did not match (too coarse, no match or flagged), with
-        the reason, for review: correct some and hand them to :meth:`retry`."""
+        the reason, for review: correct some and hand them to :meth:`retry`. For a
+        reverse result, a GeoDataFrame keeping each row's input geometry."""
         from geotoolkit.export import dead_letters
 
         return dead_letters(self._obj)
@@ -164,10 +255,17 @@ class GeocodeAccessor:
             index has duplicates.
         """
         from geotoolkit.display.sinks import progress_sink
+        from geotoolkit.errors import ConfigurationError
+        from geotoolkit.export.dtypes import is_reverse_result
         from geotoolkit.orchestration.frame import retry
         from geotoolkit.orchestration.job import Columns
         from geotoolkit.orchestration.options import GeocodeOptions
 
+        if is_reverse_result(self._obj):
+            raise ConfigurationError(
+                "retry() sends addresses again; this is a reverse result: run reverse() again "
+                "(settled points come from the cache), or on some rows, result.loc[rows]"
+                ".geocode.reverse(provider=...)")
         columns = Columns.take(column, options)
         return retry(self._obj, fixed, columns, GeocodeOptions.from_env(**options),
                      progress_sink(progress))
@@ -190,8 +288,37 @@ class GeocodeAccessor:
         """
         from geotoolkit.display.map import explore
         from geotoolkit.export import dead_letters
+        from geotoolkit.export.dtypes import is_reverse_result
 
+        if is_reverse_result(self._obj):
+            return _explore_reverse(self._obj, **kwargs)
         return explore(self._obj, dead_letters(self._obj), **kwargs)
+
+
+def _explore_reverse(result: gpd.GeoDataFrame, **kwargs: Any) -> ResultMap:
+    """The map of a reverse result: the input points coloured by the precision of the place
+    found there, the address and its distance in the tooltip."""
+    import math
+
+    from geotoolkit.display.map import explore
+    from geotoolkit.export import dead_letters, input_columns
+
+    try:
+        import folium
+    except ImportError:  # explore() says what to install
+        return explore(result, dead_letters(result), **kwargs)
+    if "m" not in kwargs:  # centred on the fixes (the map's default reads forward lon/lat)
+        from geotoolkit.orchestration.reverse_frame import point_lonlat
+
+        lon, lat = point_lonlat(result.geometry.array)
+        known = [(y, x) for x, y in zip(lon, lat, strict=True) if math.isfinite(x + y)]
+        centre = [sorted(v)[len(v) // 2] for v in zip(*known, strict=True)] if known else [0, 0]
+        kwargs["m"] = folium.Map(location=centre, zoom_start=12,
+                                 tiles=kwargs.pop("tiles", "OpenStreetMap"))
+    own = [str(c) for c in input_columns(result).columns][:3]
+    kwargs.setdefault("tooltip", [*own, "geocode_label", "geocode_distance_m",
+                                  "geocode_precision", "geocode_provider"])
+    return explore(result, dead_letters(result), **kwargs)
 
 
 def _signature() -> None:
@@ -199,6 +326,7 @@ def _signature() -> None:
 
     with_options_signature(GeocodeAccessor.run, columns=True)
     with_options_signature(GeocodeAccessor.retry, columns=True)
+    with_options_signature(GeocodeAccessor.reverse)
 
 
 _signature()

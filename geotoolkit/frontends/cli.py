@@ -1,10 +1,14 @@
-"""The command line: ``geotoolkit geocode``, ``geotoolkit demo``, ``geotoolkit gate init``.
+"""The command line: ``geotoolkit geocode``, ``geotoolkit reverse``, ``geotoolkit demo``,
+``geotoolkit gate init``.
 
 ``--provider census,nominatim`` runs a fallback chain (one ``--user-agent`` for all,
 ``--base-url NAME=URL`` per provider; an API key from ``--api-key-env`` only for a
 single provider). ``geotoolkit geocode out.gpkg --only-dead-letters -o next.gpkg``
 is the review loop: it geocodes only the (possibly corrected) dead letters of an
-earlier output and writes the whole merged result.
+earlier output and writes the whole merged result. ``geotoolkit reverse points.gpkg -o
+addresses.gpkg`` turns points (any vector file GDAL reads, GeoParquet, or a CSV with
+``--lon``/``--lat`` columns named explicitly, in ``--crs``) into the addresses there,
+with the same provider, gate, cache and run options.
 
 A thin front end: the flags become one GeocodeOptions (the flags of its options are
 generated from the options' own documentation), the CSV one FrameJob. Everything is
@@ -22,11 +26,9 @@ import argparse
 import dataclasses
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
@@ -35,9 +37,14 @@ from geotoolkit.export import check_exportable, read_results, write_results
 from geotoolkit.orchestration.frame import retry
 from geotoolkit.orchestration.job import Columns, FrameJob
 from geotoolkit.orchestration.options import GeocodeOptions
+from geotoolkit.orchestration.reverse_input import read_csv_text, reverse_job_from_file
 from geotoolkit.progress import Event, ProgressSink, Tally
 from geotoolkit.providers import PROVIDERS, get_provider
 from geotoolkit.providers.nominatim import PUBLIC_NOMINATIM
+from geotoolkit.results import REVERSE_DECIMALS
+
+if TYPE_CHECKING:
+    import geopandas as gpd
 
 __all__ = ["EX_TEMPFAIL", "OPTION_FLAGS", "main"]
 
@@ -54,6 +61,8 @@ examples:
   geotoolkit geocode addresses.csv -o out.gpkg --provider census,nominatim \
       --user-agent "my-app/1.0 (me@example.org)" --min-precision street
   geotoolkit geocode out.gpkg --only-dead-letters -o next.gpkg --user-agent "..."
+  geotoolkit reverse fixes.gpkg -o addresses.gpkg --user-agent "my-app/1.0 (me@example.org)"
+  geotoolkit reverse fixes.csv --lon x --lat y --crs EPSG:2056 -o addresses.gpkg --user-agent "..."
   GEOCODER_KEY=... geotoolkit geocode in.csv -o out.gpkg --provider opencage \\
       --api-key-env GEOCODER_KEY --gate redis://gate.internal:6379/0
 
@@ -97,14 +106,23 @@ def _add_common(cmd: argparse.ArgumentParser) -> None:
                           "dead_letters layer first, e.g. in QGIS), and write the whole merged "
                           "result to --output (the file keeps no earlier address to compare "
                           "with: geocode_fixed is not set here, geocode_attempts adds up)")
-    cmd.add_argument("-o", "--output", type=Path, required=True,
-                     help="output file: .gpkg (layers geocoded and dead_letters), .parquet or "
-                          ".geoparquet")
+    _add_output(cmd)
     cmd.add_argument("--column", default="address",
                      help="the column holding the addresses (default: address)")
     cmd.add_argument("--country", metavar="CC",
                      help="flag points outside this country: an ISO alpha-2 code, or the name "
                           "of a column of codes (default: no check)")
+    _add_run(cmd)
+
+
+def _add_output(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("-o", "--output", type=Path, required=True,
+                     help="output file: .gpkg (layers geocoded and dead_letters), .parquet or "
+                          ".geoparquet")
+
+
+def _add_run(cmd: argparse.ArgumentParser) -> None:
+    """--progress, the gate and cache environment flags, and the generated run options."""
     cmd.add_argument("--progress", choices=("auto", "text", "json", "none"), default="auto",
                      help="auto: a live line when stderr is a terminal (default); json: one "
                           "JSON object per event on stderr")
@@ -128,27 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     geo = sub.add_parser("geocode", help="geocode a CSV column into a GeoPackage",
                          description="Geocode the addresses of a CSV file into a GeoPackage.")
-    geo.add_argument("--provider", default="nominatim", type=_chain, metavar="NAME[,NAME...]",
-                     help="the geocoding service (default: nominatim), or a fallback chain such as "
-                          "census,nominatim: rows the first leaves (see --fallback-on) go to the "
-                          f"next, each at its own rate; one of {', '.join(sorted(PROVIDERS))}")
-    geo.add_argument("--user-agent", help="names your application and a contact (required by "
-                                          "Nominatim; default: geotoolkit/<version> elsewhere); "
-                                          "with a chain, for every provider")
-    geo.add_argument("--base-url", metavar="URL|NAME=URL", action="append",
-                     help=f"a self-hosted or compatible instance (default for nominatim: "
-                          f"{PUBLIC_NOMINATIM}); with a chain, NAME=URL, once per provider")
-    geo.add_argument("--api-key-env", metavar="VAR",
-                     help="name of the environment variable holding the API key (default: none); "
-                          "a single provider only: give keyed providers of a chain in Python")
-    geo.add_argument("--fallback-on", metavar="STATUS[,STATUS...]", type=_statuses,
-                     help="with a chain: which rows go on to the next provider, of no_match, "
-                          "too_coarse, failed (default: no_match,too_coarse)")
-    geo.add_argument("--cache", metavar="URL|none",
-                     help="settled rows persist here, so a rerun sends only the rest: "
-                          "sqlite:///path, postgresql://..., memory:// or none (default: "
-                          "$GEOTOOLKIT_CACHE_URL, else a SQLite file in your cache dir)")
+    _add_provider(geo)
     _add_common(geo)
+    _add_reverse(sub)
     demo = sub.add_parser("demo", help="the same job offline, against the built-in simulator",
                           description="Geocode a CSV offline against the built-in provider "
                                       "simulator (a real HTTP server on 127.0.0.1).")
@@ -164,6 +164,57 @@ def _parser() -> argparse.ArgumentParser:
                            description="Create the gate's tables ahead of time (PostgreSQL).")
     init.add_argument("url", help="the gate URL")
     return parser
+
+
+def _add_provider(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--provider", default="nominatim", type=_chain, metavar="NAME[,NAME...]",
+                     help="the geocoding service (default: nominatim), or a fallback chain such as "
+                          "census,nominatim: rows the first leaves (see --fallback-on) go to the "
+                          f"next, each at its own rate; one of {', '.join(sorted(PROVIDERS))}")
+    cmd.add_argument("--user-agent", help="names your application and a contact (required by "
+                                          "Nominatim; default: geotoolkit/<version> elsewhere); "
+                                          "with a chain, for every provider")
+    cmd.add_argument("--base-url", metavar="URL|NAME=URL", action="append",
+                     help=f"a self-hosted or compatible instance (default for nominatim: "
+                          f"{PUBLIC_NOMINATIM}); with a chain, NAME=URL, once per provider")
+    cmd.add_argument("--api-key-env", metavar="VAR",
+                     help="name of the environment variable holding the API key (default: none); "
+                          "a single provider only: give keyed providers of a chain in Python")
+    cmd.add_argument("--fallback-on", metavar="STATUS[,STATUS...]", type=_statuses,
+                     help="with a chain: which rows go on to the next provider, of no_match, "
+                          "too_coarse, failed (default: no_match,too_coarse)")
+    cmd.add_argument("--cache", metavar="URL|none",
+                     help="settled rows persist here, so a rerun sends only the rest: "
+                          "sqlite:///path, postgresql://..., memory:// or none (default: "
+                          "$GEOTOOLKIT_CACHE_URL, else a SQLite file in your cache dir)")
+
+
+def _add_reverse(sub: Any) -> None:
+    rev = sub.add_parser(
+        "reverse", help="reverse geocode points into the addresses there",
+        description="Reverse geocode the points of a file (GeoPackage, any vector file GDAL "
+                    "reads, GeoParquet, or a CSV with --lon/--lat) into a GeoPackage: each "
+                    "row gets the address found at its point and how far away that is "
+                    "(geocode_distance_m); the geometry stays the input point, in EPSG:4326.")
+    rev.add_argument("input", type=Path,
+                     help="the points: a vector file (.gpkg, .geojson, .shp, ...), .parquet, or "
+                          ".csv with --lon and --lat")
+    _add_output(rev)
+    where = rev.add_argument_group("where the points are")
+    where.add_argument("--lon", metavar="COLUMN",
+                       help="CSV: the column of longitudes (or eastings in --crs); required, "
+                            "never guessed")
+    where.add_argument("--lat", metavar="COLUMN",
+                       help="CSV: the column of latitudes (or northings in --crs); required")
+    where.add_argument("--crs", metavar="CRS",
+                       help="CSV: the CRS of --lon/--lat (default EPSG:4326); a vector file "
+                            "without a CRS: its CRS")
+    where.add_argument("--layer", help="the layer of a file with several")
+    where.add_argument("--decimals", type=int, default=REVERSE_DECIMALS,
+                       help="points are sent and cached rounded to this many decimals of a "
+                            f"degree (default {REVERSE_DECIMALS}, about 0.1 m; 4 is about 10 m)")
+    _add_provider(rev)
+    _add_run(rev)
 
 
 def _chain(text: str) -> list[str]:
@@ -234,13 +285,6 @@ def _progress(choice: str) -> tuple[ProgressSink, Tally]:
     return sink, tally
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"cannot read {path}: {exc}") from exc
-
-
 def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
     columns = Columns.from_arguments(args.column, country=args.country)
     sink, tally = _progress(args.progress)
@@ -249,25 +293,52 @@ def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
         previous = read_results(args.input)
         check_exportable(previous, args.output)
     else:
-        job = FrameJob(_read_csv(args.input), columns, options)
+        job = FrameJob(read_csv_text(args.input), columns, options)
         check_exportable(job.frame, args.output)  # before anything is sent
-    try:
-        result = job.run_sync(sink) if job is not None else retry(previous, None, columns, options,
-                                                                   sink)
-    except RateLimitError as exc:
-        if exc.retry_after is None:
-            raise
-        print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
+    result = _unless_deferred(lambda: job.run_sync(sink) if job is not None else retry(
+        previous, None, columns, options, sink))
+    if result is None:
         return EX_TEMPFAIL
     geocoded, letters = write_results(result, args.output)
     if args.only_dead_letters:
         print(f"{summary_line(tally)} (the dead letters of {args.input}) -> {args.output} "
               f"(geocoded: {geocoded}, dead_letters: {letters})")
         return 0
+    _report(tally, args.output, geocoded, letters)
+    return 0
+
+
+def _report(tally: Tally, output: Path, geocoded: int, letters: int) -> None:
     flagged = tally.matched - geocoded  # matches whose coordinates failed validation
     note = f", {flagged} flagged by validation" if flagged > 0 else ""
-    print(f"{summary_line(tally)} -> {args.output} (geocoded: {geocoded}, dead_letters: {letters}"
+    print(f"{summary_line(tally)} -> {output} (geocoded: {geocoded}, dead_letters: {letters}"
           f"{note})")
+
+
+def _unless_deferred(run: Callable[[], gpd.GeoDataFrame]) -> gpd.GeoDataFrame | None:
+    """The result of ``run()``; ``None`` when non-blocking mode asked to retry later (the
+    wait is printed as ``retry_after=<seconds>`` on stderr)."""
+    try:
+        return run()
+    except RateLimitError as exc:
+        if exc.retry_after is None:
+            raise
+        print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
+        return None
+
+
+def _reverse(args: argparse.Namespace, options: GeocodeOptions) -> int:
+    if args.input.resolve() == args.output.resolve():
+        raise ConfigurationError(f"--output {args.output} would overwrite the input")
+    job = reverse_job_from_file(args.input, options, lon=args.lon, lat=args.lat, crs=args.crs,
+                                layer=args.layer, decimals=args.decimals)
+    check_exportable(job.frame, args.output, reverse=True)  # before anything is sent
+    sink, tally = _progress(args.progress)
+    result = _unless_deferred(lambda: job.run_sync(sink))
+    if result is None:
+        return EX_TEMPFAIL
+    geocoded, letters = write_results(result, args.output)
+    _report(tally, args.output, geocoded, letters)
     return 0
 
 
@@ -317,4 +388,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "gate":
         return _gate_init(args.url)
     provider, naming = _providers(args)
+    if args.command == "reverse":
+        return _reverse(args, _options(args, provider, **naming))
     return _run_job(args, _options(args, provider, **naming))

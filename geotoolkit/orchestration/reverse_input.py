@@ -1,0 +1,83 @@
+"""The points of a file, for a reverse run: a CSV's coordinate columns, or a file's geometry.
+
+``geotoolkit reverse INPUT`` reads its input here, so a script can do the same::
+
+    job = reverse_job_from_file("fixes.csv", options, lon="x", lat="y", crs="EPSG:2056")
+    result = job.run_sync()
+
+A CSV needs ``lon`` and ``lat`` (the names of its columns: never guessed, and kept
+in the result as read, as text); its ``crs`` defaults to EPSG:4326. Any other file is
+read with :func:`~geotoolkit.export.read_points` (a vector file GDAL reads, or
+GeoParquet) and reverse geocoded from its own geometry and CRS; ``crs`` may only supply
+a CRS the file lacks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import geopandas as gpd
+import pandas as pd
+from pyproj import CRS
+from pyproj.exceptions import CRSError
+
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.export import read_points
+from geotoolkit.orchestration.options import GeocodeOptions
+from geotoolkit.orchestration.reverse import ReverseJob
+from geotoolkit.results import REVERSE_DECIMALS
+
+__all__ = ["read_csv_text", "reverse_job_from_file"]
+
+
+def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions, *,
+                          lon: str | None = None, lat: str | None = None, crs: str | None = None,
+                          layer: str | None = None, decimals: int = REVERSE_DECIMALS) -> ReverseJob:
+    """The checked reverse run over the points of ``path`` (see the module docstring).
+
+    Raises
+    ------
+    ConfigurationError
+        A CSV without ``lon`` and ``lat``, ``lon``/``lat`` or ``layer`` where they do
+        not apply, a ``crs`` that contradicts the file's own, or anything
+        :class:`~geotoolkit.orchestration.reverse.ReverseJob` refuses.
+    """
+    source = Path(path)
+    if source.suffix.lower() == ".csv":
+        if lon is None or lat is None:
+            raise ConfigurationError("a CSV needs --lon and --lat: the names of its coordinate "
+                                     "columns (they are never guessed)")
+        if layer is not None:
+            raise ConfigurationError("--layer is for files with layers, not a CSV")
+        return ReverseJob.from_columns(read_csv_text(source), options, lon=lon, lat=lat,
+                                       crs=crs or "EPSG:4326", decimals=decimals)
+    if lon is not None or lat is not None:
+        raise ConfigurationError(f"--lon and --lat are for a CSV; {source.name} has its own "
+                                 "geometry")
+    points = read_points(source, layer)
+    if crs is not None:
+        points = _with_crs(points, crs, source)
+    return ReverseJob(points, options, decimals=decimals)
+
+
+def read_csv_text(path: Path) -> pd.DataFrame:
+    """A CSV with every cell as text (empty cells missing), as the command line reads it."""
+    try:
+        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+
+
+def _with_crs(points: gpd.GeoDataFrame, crs: str, path: Path) -> gpd.GeoDataFrame:
+    """``crs`` for a file: sets a missing CRS; refused when the file says otherwise."""
+    try:
+        given = CRS.from_user_input(crs)
+    except CRSError as exc:
+        raise ConfigurationError(f"--crs: not a coordinate reference system: {crs!r}") from exc
+    if points.crs is None:
+        return points.set_crs(given)
+    if not points.crs.equals(given):
+        raise ConfigurationError(f"{path} is in {points.crs.to_string()}: --crs names the CRS of "
+                                 "a CSV, or of a file without one")
+    return points
