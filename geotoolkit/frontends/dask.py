@@ -41,11 +41,6 @@ For example, on a cluster::
                         user_agent="acme/1.0 (ops@acme.example)", rate=10,
                         gate="redis://gate.internal:6379/0", cache="postgresql://...")
     geocoded, letters = gdask.write_partitioned(out, "s3://bucket/geocoded-run/")
-
-A front end for another job over partitions (reverse geocoding a frame of points)
-hands :func:`lazy_result` a picklable *job factory*: ``factory(frame)`` returns a job
-with ``run_sync(progress) -> GeoDataFrame`` (settle the rows, on the worker) and
-``result([]) -> GeoDataFrame`` (the result of zero rows, opening nothing: the meta).
 """
 
 from __future__ import annotations
@@ -73,8 +68,7 @@ if TYPE_CHECKING:
     from geotoolkit.progress import ProgressSink
     from geotoolkit.results import Outcome
 
-__all__ = ["Job", "JobFactory", "check_shared", "geocode", "lazy_result", "to_geodataframe",
-           "write_partitioned"]
+__all__ = ["check_shared", "geocode", "to_geodataframe", "write_partitioned"]
 
 
 def _backend(value: Any, *, default: str = "sqlite") -> str:
@@ -172,10 +166,13 @@ def _shippable(options: GeocodeOptions) -> None:
             "the provider by name, e.g. provider='nominatim', user_agent=..., base_url=...") from exc
 
 
-class Job(Protocol):
-    """What a job factory makes of one partition (a ``FrameJob``, later a ``ReverseJob``).
+class _Job(Protocol):
+    """What a job factory makes of one partition (a ``FrameJob``; a ``ReverseJob`` alike).
 
-    Building it checks the frame and opens nothing.
+    Building it checks the frame and opens nothing. Another job over partitions
+    (reverse geocoding a dask-geopandas frame of points) gets its entry point the way
+    :func:`geocode` does: check the options on the client, then hand :func:`_lazy` a
+    picklable factory, ``factory(frame) -> job``.
     """
 
     def run_sync(self, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
@@ -186,12 +183,12 @@ class Job(Protocol):
 
 
 #: Makes the job of one partition: picklable, since it travels to the workers.
-JobFactory = Callable[[pd.DataFrame], Job]
+_JobFactory = Callable[[pd.DataFrame], _Job]
 
 
 @dataclass(frozen=True, repr=False)
 class _Forward:
-    """The forward-geocoding job of one partition (a :class:`JobFactory`)."""
+    """Makes the forward-geocoding job of one partition (a ``_JobFactory``)."""
 
     columns: Columns
     options: GeocodeOptions
@@ -208,7 +205,7 @@ class _Forward:
 class _Partition:
     """Run the job of one partition on its worker; an empty partition opens nothing."""
 
-    make_job: JobFactory
+    make_job: _JobFactory
 
     def __call__(self, part: pd.DataFrame) -> gpd.GeoDataFrame:
         job = self.make_job(part)
@@ -223,7 +220,7 @@ def _normalise(result: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     return result_dtypes(result)
 
 
-def _meta(frame: pd.DataFrame, make_job: JobFactory) -> gpd.GeoDataFrame:
+def _meta(frame: pd.DataFrame, make_job: _JobFactory) -> gpd.GeoDataFrame:
     """The columns and dtypes of a partition's result: what the job gives on zero rows."""
     return _normalise(make_job(frame.iloc[:0]).result([]))
 
@@ -237,7 +234,7 @@ def _dask_geopandas() -> Any:
     return dask_geopandas
 
 
-def lazy_result(ddf: dd.DataFrame, make_job: JobFactory) -> dgpd.GeoDataFrame:
+def _lazy(ddf: dd.DataFrame, make_job: _JobFactory) -> dgpd.GeoDataFrame:
     """Map every partition of ``ddf`` through ``make_job(partition).run_sync()``, lazily.
 
     The meta is ``make_job(empty frame).result([])``: built on the client without
@@ -312,7 +309,7 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     check_usage_policy(settings.resolved_provider, gate_backend=gate_backend(settings.gate),
                        cached=settings.cache is not False)
     _refuse_own_geometry(ddf, settings)
-    return lazy_result(ddf, _Forward(columns, settings))  # the meta checks the columns
+    return _lazy(ddf, _Forward(columns, settings))  # the meta checks the columns
 
 
 with_options_signature(geocode, columns=True)
@@ -365,7 +362,7 @@ def write_partitioned(result: dgpd.GeoDataFrame, path: str | Any, *, overwrite: 
     Read them back with ``geopandas.read_parquet(f"{path}/geocoded")`` (or
     ``dask_geopandas.read_parquet``) and ``pandas.read_parquet(f"{path}/dead_letters")``.
     """
-    import dask
+    from dask.base import compute
 
     geocoded_path, letters_path = _targets(path, overwrite, storage_options)
     options = {"overwrite": overwrite, "storage_options": storage_options, **to_parquet}
@@ -374,7 +371,7 @@ def write_partitioned(result: dgpd.GeoDataFrame, path: str | Any, *, overwrite: 
     writes = (result[matched].to_parquet(geocoded_path, compute=False, **options),
               letters.to_parquet(letters_path, compute=False, **options))
     # Computed together, the writes and the counts share each partition's geocoding.
-    *_, n_matched, n_total = dask.compute(*writes, matched.sum(), matched.size)
+    *_, n_matched, n_total = compute(*writes, matched.sum(), matched.size)  # type: ignore[no-untyped-call]
     return int(n_matched), int(n_total) - int(n_matched)
 
 
