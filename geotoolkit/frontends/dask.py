@@ -1,8 +1,11 @@
-"""Geocode a dask DataFrame partition by partition, paced fleet-wide by a shared gate.
+"""Geocode a dask DataFrame on a cluster, lazily, into partitioned GeoParquet: nothing collected.
 
-Each partition runs the ordinary ``df.geocode`` job on whichever worker dask picks:
-it opens the gate and the result cache *by URL* on that worker, geocodes its rows and
-closes them again. So every worker must reach the same gate and cache:
+:func:`geocode` returns a *lazy* dask-geopandas GeoDataFrame. Nothing runs until it is
+computed or written; then each partition runs the ordinary ``df.geocode`` job
+(:class:`~geotoolkit.orchestration.job.FrameJob`) on whichever worker dask picks: it
+opens the gate and the result cache *by URL* on that worker, geocodes its rows,
+builds their Points from ``(lon, lat)`` in EPSG:4326 and closes the gate and cache
+again. So every worker must reach the same gate and cache:
 
 - on a cluster spanning machines: ``gate="redis://..."`` or ``"postgresql://..."``, and
   ``cache="postgresql://..."`` (or ``cache=False``);
@@ -15,11 +18,18 @@ pace alone. SQLite on workers spread over several hosts is refused too. Both rai
 
 The options are one :class:`~geotoolkit.orchestration.options.GeocodeOptions`, built
 and checked on the client, pickled to the workers (the provider with it: its key stays
-out of reprs and logs). The result is a dask DataFrame, not a GeoDataFrame (dask-geopandas is not a
-dependency): the input columns plus ``lon``, ``lat`` and the ``geocode_*`` columns of
-``df.geocode.run()``. :func:`to_geodataframe` computes it into a GeoDataFrame with
-Point geometry in EPSG:4326. A partition killed mid-run (a lost worker) is run again by
+out of reprs and logs). A partition killed mid-run (a lost worker) is run again by
 dask; with a shared cache, the rows it had settled are not sent again.
+
+Where the result goes:
+
+- :func:`write_partitioned` writes ``out/geocoded/`` (GeoParquet, the matched rows) and
+  ``out/dead_letters/`` (Parquet, the rows to review) straight from the workers, in
+  one pass over the partitions, and brings back two row counts;
+- ``result.to_parquet("out/")`` writes every row as one GeoParquet dataset (the dead
+  letters are the rows whose ``geocode_status`` is not ``"matched"``);
+- :func:`to_geodataframe` computes the whole result into the client's memory: for
+  small results only.
 
 For example, on a cluster::
 
@@ -30,32 +40,35 @@ For example, on a cluster::
     out = gdask.geocode(ddf, "address", provider="nominatim", base_url=url,
                         user_agent="acme/1.0 (ops@acme.example)", rate=10,
                         gate="redis://gate.internal:6379/0", cache="postgresql://...")
-    gdf = gdask.to_geodataframe(out)
+    geocoded, letters = gdask.write_partitioned(out, "s3://bucket/geocoded-run/")
 """
 
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 import pandas as pd
 
-from geotoolkit.errors import ConfigurationError
-from geotoolkit.export import result_dtypes
-from geotoolkit.orchestration.frame import outcomes_frame
-from geotoolkit.orchestration.job import Columns, FrameJob, gate_backend, require_columns
+from geotoolkit.errors import ConfigurationError, ExportError
+from geotoolkit.export import dead_letters, result_dtypes
+from geotoolkit.orchestration.job import Columns, FrameJob, gate_backend
 from geotoolkit.orchestration.options import GeocodeOptions, with_options_signature
 from geotoolkit.providers.policies import check_usage_policy
 from geotoolkit.redact import redact
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
+    import dask_geopandas as dgpd
     import geopandas as gpd
 
-__all__ = ["check_shared", "geocode", "to_geodataframe"]
+    from geotoolkit.progress import ProgressSink
+    from geotoolkit.results import Outcome
 
+__all__ = ["check_shared", "geocode", "to_geodataframe", "write_partitioned"]
 
 
 def _backend(value: Any, *, default: str = "sqlite") -> str:
@@ -153,44 +166,110 @@ def _shippable(options: GeocodeOptions) -> None:
             "the provider by name, e.g. provider='nominatim', user_agent=..., base_url=...") from exc
 
 
+class _Job(Protocol):
+    """What a job factory makes of one partition (a ``FrameJob``; a ``ReverseJob`` alike).
+
+    Building it checks the frame and opens nothing. Another job over partitions
+    (reverse geocoding a dask-geopandas frame of points) gets its entry point the way
+    :func:`geocode` does: check the options on the client, then hand :func:`_lazy` a
+    picklable factory, ``factory(frame) -> job``.
+    """
+
+    def run_sync(self, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
+        """Settle every row (on the worker) and build the result."""
+
+    def result(self, outcomes: list[Outcome]) -> gpd.GeoDataFrame:
+        """The result for ``outcomes`` (``[]`` on zero rows: the meta), opening nothing."""
+
+
+#: Makes the job of one partition: picklable, since it travels to the workers.
+_JobFactory = Callable[[pd.DataFrame], _Job]
+
+
 @dataclass(frozen=True, repr=False)
-class _PartitionJob:
-    """Geocode one partition: a FrameJob whose gate and cache are opened on the worker."""
+class _Forward:
+    """Makes the forward-geocoding job of one partition (a ``_JobFactory``)."""
 
     columns: Columns
     options: GeocodeOptions
 
-    def __call__(self, part: pd.DataFrame) -> pd.DataFrame:
-        if len(part) == 0:
-            return _meta(part, self.options)
-        result = FrameJob(part, self.columns, self.options).run_sync(None)
-        return _normalise(pd.DataFrame(result.drop(columns=result.geometry.name)))
+    def __call__(self, frame: pd.DataFrame) -> FrameJob:
+        return FrameJob(frame, self.columns, self.options)
 
     def __repr__(self) -> str:
-        return redact(f"_PartitionJob({self.options.provider!r}, gate={self.options.gate}, "
+        return redact(f"_Forward({self.options.provider!r}, gate={self.options.gate}, "
                       f"cache={self.options.cache})")
 
 
-def _normalise(frame: pd.DataFrame) -> pd.DataFrame:
+@dataclass(frozen=True, repr=False)
+class _Partition:
+    """Run the job of one partition on its worker; an empty partition opens nothing."""
+
+    make_job: _JobFactory
+
+    def __call__(self, part: pd.DataFrame) -> gpd.GeoDataFrame:
+        job = self.make_job(part)
+        return _normalise(job.result([]) if len(part) == 0 else job.run_sync(None))
+
+    def __repr__(self) -> str:
+        return f"_Partition({self.make_job!r})"
+
+
+def _normalise(result: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
     """The result columns in their fixed dtypes, so every partition matches the meta."""
-    return result_dtypes(frame)
+    return result_dtypes(result)
 
 
-def _meta(meta: pd.DataFrame, options: GeocodeOptions) -> pd.DataFrame:
-    """The columns and dtypes of a partition's result: what geocoding no rows gives."""
-    result = outcomes_frame(meta.iloc[:0], [], min_precision=options.min_precision,
-                            full_results=options.full_results)
-    return _normalise(pd.DataFrame(result.drop(columns=result.geometry.name)))
+def _meta(frame: pd.DataFrame, make_job: _JobFactory) -> gpd.GeoDataFrame:
+    """The columns and dtypes of a partition's result: what the job gives on zero rows."""
+    return _normalise(make_job(frame.iloc[:0]).result([]))
+
+
+def _dask_geopandas() -> Any:
+    try:
+        import dask_geopandas
+    except ImportError as exc:
+        raise ImportError("geotoolkit's dask front end needs dask-geopandas: "
+                          "pip install 'geotoolkit[dask]'") from exc
+    return dask_geopandas
+
+
+def _lazy(ddf: dd.DataFrame, make_job: _JobFactory) -> dgpd.GeoDataFrame:
+    """Map every partition of ``ddf`` through ``make_job(partition).run_sync()``, lazily.
+
+    The meta is ``make_job(empty frame).result([])``: built on the client without
+    sending or opening anything. Front ends check their options first (see
+    :func:`geocode`); this only wires the partitions.
+
+    Returns
+    -------
+    dask_geopandas.GeoDataFrame
+        Same index and partitions as ``ddf``; nothing runs until it is computed.
+    """
+    _dask_geopandas()  # registers the GeoDataFrame collection for a GeoDataFrame meta
+    result: dgpd.GeoDataFrame = ddf.map_partitions(  # type: ignore[no-untyped-call]
+        _Partition(make_job), meta=_meta(ddf._meta, make_job))
+    return result
+
+
+def _refuse_own_geometry(ddf: dd.DataFrame, options: GeocodeOptions) -> None:
+    """A dask-geopandas frame has a geometry the result would replace (seen on the
+    client: the partitions would refuse it one by one on the workers)."""
+    name = getattr(ddf._meta, "_geometry_column_name", None)
+    if name is not None and name in ddf.columns and not options.overwrite_columns:
+        raise ConfigurationError(
+            f"the frame already has its own geometry column {name!r}, which the result would "
+            "replace: drop or rename it, or pass overwrite_columns=True to replace it")
 
 
 def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = None,
-            **options: Any) -> dd.DataFrame:
+            **options: Any) -> dgpd.GeoDataFrame:
     """Geocode a dask DataFrame lazily, partition by partition, on a shared gate and cache.
 
     Parameters
     ----------
     ddf
-        The dask DataFrame holding the addresses.
+        The dask (or dask-geopandas) DataFrame holding the addresses.
     column
         The free-text address column, or ``None`` with structured columns
         (``street=``, ``city=``, ... as for ``df.geocode.run()``).
@@ -207,15 +286,21 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
 
     Returns
     -------
-    dask.dataframe.DataFrame
-        The input columns plus ``lon``, ``lat`` and the ``geocode_*`` columns, same
-        index and partitions; nothing runs until it is computed.
+    dask_geopandas.GeoDataFrame
+        Lazy: the input columns plus ``lon``, ``lat``, the ``geocode_*`` columns of
+        ``df.geocode.run()`` (``geocode_precision`` the ordered categorical) and Point
+        geometry in EPSG:4326 built on each worker from ``(lon, lat)`` (empty where the
+        row did not match); same index and partitions. Nothing is sent until it is
+        computed or written (:func:`write_partitioned`, ``.to_parquet()``).
 
     Raises
     ------
     ConfigurationError
         An unshareable gate or cache (see :func:`check_shared`), an unpicklable
-        provider, an unknown option, or a fleet against public Nominatim.
+        provider, an unknown option, a fleet against public Nominatim, or a frame
+        with its own geometry (without ``overwrite_columns=True``).
+    ImportError
+        dask-geopandas is not installed (``pip install 'geotoolkit[dask]'``).
     """
     columns = Columns.take(column, options)
     check_shared(options.get("gate", False), options.get("cache"), _cluster_hosts(client))
@@ -223,25 +308,86 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     _shippable(settings)
     check_usage_policy(settings.resolved_provider, gate_backend=gate_backend(settings.gate),
                        cached=settings.cache is not False)
-    require_columns(ddf.columns, columns.names(ddf.columns))
-    job = _PartitionJob(columns, settings)
-    result: dd.DataFrame = ddf.map_partitions(  # type: ignore[no-untyped-call]
-        job, meta=_meta(ddf._meta, settings))
-    return result
+    _refuse_own_geometry(ddf, settings)
+    return _lazy(ddf, _Forward(columns, settings))  # the meta checks the columns
 
 
 with_options_signature(geocode, columns=True)
 
 
-def to_geodataframe(result: Any) -> gpd.GeoDataFrame:
-    """Compute a :func:`geocode` result (or take a computed one) into a GeoDataFrame.
+def _targets(path: str | Any, overwrite: bool, storage_options: dict[str, Any] | None
+             ) -> tuple[str, str]:
+    """``path/geocoded`` and ``path/dead_letters``; refused when they hold files already."""
+    from fsspec.core import url_to_fs
 
-    Matched rows get a Point from ``(lon, lat)`` in EPSG:4326; the others an empty
-    geometry, as with ``df.geocode.run()``.
+    base = str(path).rstrip("/")
+    fs, root = url_to_fs(base, **(storage_options or {}))
+    for name in () if overwrite else ("geocoded", "dead_letters"):
+        if fs.isdir(f"{root}/{name}") and fs.ls(f"{root}/{name}"):
+            raise ExportError(f"{redact(base)}/{name} already holds files (an earlier run?): pass "
+                              "overwrite=True to replace them, or write somewhere else")
+    return f"{base}/geocoded", f"{base}/dead_letters"
+
+
+def write_partitioned(result: dgpd.GeoDataFrame, path: str | Any, *, overwrite: bool = False,
+                      storage_options: dict[str, Any] | None = None,
+                      **to_parquet: Any) -> tuple[int, int]:
+    """Write a :func:`geocode` result from the workers: ``path/geocoded/`` and ``path/dead_letters/``.
+
+    One pass over the partitions: each partition is geocoded once, and its matched
+    rows go to the GeoParquet dataset ``geocoded/`` (Points in EPSG:4326) and the
+    others, with the columns of :func:`~geotoolkit.export.dead_letters`, to the
+    Parquet dataset ``dead_letters/``, one file per partition each, written by the
+    worker that geocoded it. Only the two row counts come back to the client.
+
+    Parameters
+    ----------
+    result
+        The lazy result of :func:`geocode`.
+    path
+        A directory, local or any fsspec URL (``s3://bucket/run/``).
+    overwrite
+        Replace what ``geocoded/`` and ``dead_letters/`` hold (default: refuse).
+    storage_options
+        Options of the fsspec filesystem (credentials, endpoint).
+    **to_parquet
+        More arguments for both ``to_parquet`` calls (``compression=``,
+        ``write_index=``...).
+
+    Returns
+    -------
+    tuple of int
+        ``(geocoded, dead_letters)`` row counts.
+
+    Read them back with ``geopandas.read_parquet(f"{path}/geocoded")`` (or
+    ``dask_geopandas.read_parquet``) and ``pandas.read_parquet(f"{path}/dead_letters")``.
+    """
+    from dask.base import compute
+
+    geocoded_path, letters_path = _targets(path, overwrite, storage_options)
+    options = {"overwrite": overwrite, "storage_options": storage_options, **to_parquet}
+    matched = result["geocode_status"] == "matched"
+    letters = result.map_partitions(dead_letters, meta=dead_letters(result._meta))
+    writes = (result[matched].to_parquet(geocoded_path, compute=False, **options),
+              letters.to_parquet(letters_path, compute=False, **options))
+    # Computed together, the writes and the counts share each partition's geocoding.
+    *_, n_matched, n_total = compute(*writes, matched.sum(), matched.size)  # type: ignore[no-untyped-call]
+    return int(n_matched), int(n_total) - int(n_matched)
+
+
+def to_geodataframe(result: Any) -> gpd.GeoDataFrame:
+    """Compute a :func:`geocode` result (or take a computed one) into one GeoDataFrame.
+
+    This collects every partition into the client's memory: fine for small results;
+    for large ones use :func:`write_partitioned` (or ``result.to_parquet(...)``), which
+    the workers write without collecting. Matched rows get a Point from ``(lon, lat)``
+    in EPSG:4326; the others an empty geometry, as with ``df.geocode.run()``.
     """
     import geopandas as gpd
 
     frame = result.compute() if hasattr(result, "compute") else result
+    if isinstance(frame, gpd.GeoDataFrame):
+        frame = frame.drop(columns=frame.geometry.name)
     frame = pd.DataFrame(frame)
     points = gpd.points_from_xy(frame["lon"], frame["lat"], crs="EPSG:4326")
     points[(frame["geocode_status"] != "matched").to_numpy(dtype=bool, na_value=True)] = None

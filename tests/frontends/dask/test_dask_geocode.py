@@ -1,15 +1,13 @@
 """geotoolkit.dask on a real multi-process LocalCluster, paced through a shared Redis gate.
 
-One cluster (two worker processes, one thread each) serves the whole module: starting
-it and importing geotoolkit on its workers is most of the cost. Every test uses its own
-simulator, so its gate key (the simulator's host:port) and cache keys are its own.
+The cluster (``client``) and the Redis gate (``redis_gate``) come from this directory's
+conftest.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
-import logging
 import os
 import pickle
 import signal
@@ -37,32 +35,10 @@ distributed = pytest.importorskip("distributed")
 pytestmark = pytest.mark.dask
 
 UA = "geotoolkit-tests/1.0 (tests@example.org)"
-WORKERS = 2
+WORKERS = 2  # the cluster's worker processes (conftest)
 RATE = 20.0
 # Known addresses match exactly; the others get stable hashed coordinates.
 ADDRESSES = [k.address for k in KNOWN_ADDRESSES] + [f"Teststrasse {i}, 9490 Vaduz" for i in range(40)]
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    cluster = distributed.LocalCluster(n_workers=WORKERS, threads_per_worker=1, processes=True,
-                                       dashboard_address=":0", silence_logs=logging.CRITICAL)
-    dask_client = distributed.Client(cluster)
-    try:
-        dask_client.run(_warm_up)
-        yield dask_client
-    finally:
-        dask_client.close()
-        cluster.close()
-
-
-def _warm_up() -> None:
-    """Import on a worker what a partition needs, so a cold import does not delay a send."""
-    import importlib
-
-    for name in ("geopandas", "httpx", "redis", "geotoolkit.frontends.accessor", "geotoolkit.frontends.dask",
-                 "geotoolkit.orchestration.frame", "geotoolkit.gate.redis", "geotoolkit.store.sqlite"):
-        importlib.import_module(name)
 
 
 class Arrivals:
@@ -76,28 +52,6 @@ class Arrivals:
         if self.seen >= self.n:
             self.reached.set()
         return time.time()
-
-
-@pytest.fixture
-def redis_gate(redis_url: str) -> Iterator[Callable[[ProviderSimulator], str]]:
-    """The Redis gate URL; the keys of the simulators it was used with are deleted after."""
-    import redis
-
-    used: list[str] = []
-
-    def gate_for(sim: ProviderSimulator) -> str:
-        used.append(f"geotoolkit:127.0.0.1:{sim.port}:*")
-        return redis_url
-
-    yield gate_for
-    conn = redis.Redis.from_url(redis_url)
-    try:
-        for pattern in used:
-            stale = list(conn.scan_iter(pattern))
-            if stale:
-                conn.delete(*stale)
-    finally:
-        conn.close()
 
 
 def _frame() -> pd.DataFrame:
@@ -137,6 +91,10 @@ def test_partitions_share_the_fleet_pace_and_match_a_single_process_run(
     assert (out["geocode_status"] == "matched").all()
     assert out[["lon", "lat"]].to_numpy().tolist() == alone[["lon", "lat"]].to_numpy().tolist()
     assert out.loc["r0", ["lon", "lat"]].tolist() == list(sim.expected(ADDRESSES[0]) or ())
+    # Every partition came back as a GeoDataFrame in the dtypes of the lazy result's meta.
+    assert isinstance(out, gpd.GeoDataFrame) and out.crs.to_epsg() == 4326
+    assert out.dtypes.to_dict() == lazy._meta.dtypes.to_dict()
+    assert [[p.x, p.y] for p in out.geometry] == out[["lon", "lat"]].to_numpy().tolist()
 
 
 @pytest.mark.postgres
@@ -219,7 +177,7 @@ def test_sqlite_is_refused_when_workers_span_hosts(client: Any) -> None:
                       client=two_hosts)
     lazy = gdask.geocode(ddf, provider=provider, gate="redis://127.0.0.1:6379/15",
                          cache="postgresql://postgres@127.0.0.1/test", client=two_hosts)
-    assert list(lazy.columns[-len(GEOCODE_COLUMNS):]) == list(GEOCODE_COLUMNS)
+    assert list(lazy.columns[-len(GEOCODE_COLUMNS) - 1:]) == [*GEOCODE_COLUMNS, "geometry"]
     # The real LocalCluster is one host: SQLite is fine there.
     gdask.geocode(ddf, provider=provider, gate="sqlite:///g.sqlite", cache=False)
 
@@ -258,6 +216,11 @@ def test_to_geodataframe_builds_points_from_lon_lat_for_matches_only() -> None:
     assert gdf.crs.to_epsg() == 4326 and list(gdf.index) == ["a", "b"]
     assert (gdf.geometry["a"].x, gdf.geometry["a"].y) == (9.5, 47.1)
     assert gdf.geometry["b"] is None or gdf.geometry["b"].is_empty
+    # A computed result (a GeoDataFrame already) gets its geometry rebuilt from lon/lat too.
+    stale = gpd.GeoDataFrame(frame, geometry=gpd.points_from_xy([0.0, 0.0], [0.0, 0.0]), crs=3857)
+    again = gdask.to_geodataframe(stale)
+    assert again.crs.to_epsg() == 4326 and (again.geometry["a"].x, again.geometry["a"].y) == (9.5, 47.1)
+    assert list(again.columns) == [*frame.columns, "geometry"]
 
 
 def _load_recipe(name: str, directory: Path) -> Any:
@@ -277,19 +240,22 @@ def _load_recipe(name: str, directory: Path) -> Any:
     return module
 
 
-def test_the_dask_recipe_writes_every_row_to_geoparquet(
+def test_the_dask_recipe_writes_partitioned_geoparquet_and_dead_letters(
         client: Any, redis_gate: Callable[[ProviderSimulator], str], tmp_path: Path) -> None:
     recipe = _load_recipe("dask_geocode.py", tmp_path)
-    addresses = ADDRESSES[:12]
-    source, target = tmp_path / "addresses.csv", tmp_path / "out.parquet"
-    pd.DataFrame({"address": addresses}).to_csv(source, index=False)
+    addresses = [*ADDRESSES[:12], "Nowhere Street 999, 0000 Atlantis"]
+    source, target = tmp_path / "addresses.csv", tmp_path / "out"
+    pd.DataFrame({"id": range(100, 100 + len(addresses)), "address": addresses}).to_csv(source, index=False)
     with ProviderSimulator() as sim:
         counts = recipe.geocode_table(str(source), str(target), base_url=sim.url, user_agent=UA,
                                       gate=redis_gate(sim), cache=f"sqlite:///{tmp_path}/c.sqlite",
                                       rate=50, partitions=3)
         sent = Counter(r.params["q"] for r in sim.requests)
-    assert counts == (len(addresses), 0) and sent == Counter(addresses)
-    back = gpd.read_parquet(target)
-    assert list(back.index) == list(range(len(addresses))) and back.crs.to_epsg() == 4326
-    assert list(back["address"]) == addresses
-    assert [(p.x, p.y) for p in back.geometry] == [sim.expected(a) for a in addresses]
+    assert counts == (len(addresses) - 1, 1) and sent == Counter(addresses)
+    back = gpd.read_parquet(target / "geocoded").sort_values("id")
+    assert back.crs.to_epsg() == 4326 and list(back["address"]) == addresses[:-1]
+    assert list(back["id"]) == list(range(100, 100 + len(addresses) - 1))
+    assert [(p.x, p.y) for p in back.geometry] == [sim.expected(a) for a in addresses[:-1]]
+    letters = pd.read_parquet(target / "dead_letters")
+    assert list(letters["id"]) == [100 + len(addresses) - 1]
+    assert list(letters["geocode_status"]) == ["no_match"]
