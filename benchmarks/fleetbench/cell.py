@@ -64,8 +64,12 @@ class Runner:
     def _path(self, name: str) -> Path:
         return self.workdir / f"{name}-{uuid.uuid4().hex[:8]}"
 
-    def _timeout(self, cell: CellSpec) -> float:
-        return 180.0 + 20.0 * cell.rows / cell.share_left
+    @staticmethod
+    def deadline_seconds(cell: CellSpec) -> float:
+        """A cell is cut after this long (90 s for the start, then four times the work at
+        the share left): a fleet that collapses must not hold the matrix up. The rows
+        it did not settle are lost, and the cell says it was cut."""
+        return 90.0 + 4.0 * cell.rows / cell.share_left
 
     # -- plain loops --------------------------------------------------------------------
 
@@ -98,7 +102,7 @@ class Runner:
                 if cell.reference:
                     launched = time.time()
                     reference = self._loop(target.url, key, cell.share_left, REFERENCE, cell.rows)
-                    reference.wait(timeout=self._timeout(cell))
+                    self._wait([reference], launched + self.deadline_seconds(cell))
                     workers: list[dict[str, Any]] = []
                 elif cell.warm:
                     launched, workers = self._warm(cell, target, key)
@@ -130,16 +134,28 @@ class Runner:
                 processes.append((subprocess.Popen(
                     [sys.executable, "-m", "fleetbench.worker", str(path), str(result)],
                     env=self.env, stdout=subprocess.DEVNULL, stderr=stderr), args, result, err))
-        deadline = time.monotonic() + self._timeout(cell)
-        workers = []
-        for process, args, result, err in processes:
+        self._wait([p for p, _, _, _ in processes], launched + self.deadline_seconds(cell))
+        return launched, [self._collect(args, result, err, process.returncode)
+                          for process, args, result, err in processes]
+
+    @staticmethod
+    def _wait(processes: list[subprocess.Popen[bytes]], deadline: float) -> None:
+        """Wait for every process until ``deadline`` (a ``time.time``), then cut the rest
+        (SIGTERM: they report what they did), and kill those that do not stop."""
+        for process in processes:
             try:
-                process.wait(timeout=max(1.0, deadline - time.monotonic()))
+                process.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                break
+        for process in processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-            workers.append(self._collect(args, result, err, process.returncode))
-        return launched, workers
 
     @staticmethod
     def _collect(args: dict[str, Any], result: Path, err: Path, code: int | None) -> dict[str, Any]:
@@ -166,7 +182,7 @@ class Runner:
         target.clock.arm()  # the warm-up's /status calls came before: align on the fleet
         launched = time.time()
         go.set()
-        workers = [results.get(timeout=self._timeout(cell)) for _ in procs]
+        workers = [results.get(timeout=self.deadline_seconds(cell) + 60) for _ in procs]
         for proc in procs:
             proc.join(timeout=30)
         for worker in workers:

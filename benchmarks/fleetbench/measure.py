@@ -1,20 +1,23 @@
 """The figures of one cell, from the limiter's log and the workers' records (pure).
 
 Utilisation is measured the same way for every limiter, on the limiter's side (the
-arrival times it logged), over the fleet's successes only:
+arrival times it logged), over the sender's successes only, in a steady-state window:
 
-    util = (S - 1) / (R' * (t_last - t_first))
+    util = (S - 1) / (R' * (t_last - t_start))
 
-``S`` successes arrived between the first success ``t_first`` and the last ``t_last``;
-``R'`` is the rate the fleet may have: the limit R, less the other client's share when
-there is one. A sender spaced exactly ``1/R'`` apart scores 1.0000 whatever the number
-of rows. The start is handled by starting the window at the first success: the
-cold-start delay is reported on its own (``cold s``), and ``e2e`` is the same ratio
-from the instant the workers were launched (what a stopwatch sees). The tail is
-included: a row retried late moves ``t_last``. A limiter that lets a burst through
-(a token bucket's full bucket, a calendar window's quota) can give more than 1 over a
-short span; ``win`` is then the honest figure for the per-minute window: successes in
-the complete calendar windows of the run over their quota.
+The window starts at ``t_start``, the first success at least ``SETTLE_SECONDS`` (1 s)
+after the fleet's first success, and ends at its last success ``t_last``; ``S``
+successes arrived in it; ``R'`` is the rate the fleet may have: the limit R, less the
+other client's share when there is one. A sender spaced exactly ``1/R'`` apart scores
+1.0000 whatever the number of rows. The start: the first second of successes is left
+out, so that one late first request (a cold process's lazy imports after its gate
+check) neither flatters nor penalises the figure; the cold-start delay is reported on
+its own (``cold s``), and ``e2e`` is the same ratio over every success from the
+instant the workers were launched (what a stopwatch sees). The tail is included: a row
+retried late moves ``t_last``. A limiter that lets a burst through (a calendar
+window's quota) can give more than 1 over a short span; ``win`` is then the honest
+figure for the per-minute window: successes in the complete calendar windows of the run
+over their quota.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from typing import Any
 from fleetbench.spec import CellSpec, target_of
 from fleetbench.target import Arrival
 
-__all__ = ["Figures", "inside", "jitter", "summarise", "utilisation"]
+__all__ = ["Figures", "inside", "jitter", "steady", "summarise", "utilisation"]
 
 #: A 429 this close to a calendar window's edge (either side) is part of a storm there.
 EDGE_SECONDS = 1.0
+#: The steady-state window starts this long after the first success.
+SETTLE_SECONDS = 1.0
 
 
 @dataclass
@@ -65,6 +70,7 @@ class Figures:
     span: float = 0.0
     jitter_ms: float | None = None
     load: float = 0.0
+    cut: bool = False  #: stopped at the cell's deadline
     target: str | None = None
     met: bool | None = None
     misses: list[str] = field(default_factory=list)
@@ -82,6 +88,19 @@ def utilisation(times: Sequence[float], rate: float) -> float:
     if len(times) < 2 or times[-1] <= times[0]:
         return 0.0
     return (len(times) - 1) / (rate * (times[-1] - times[0]))
+
+
+def steady(times: Sequence[float], settle: float = SETTLE_SECONDS) -> Sequence[float]:
+    """The successes of the steady-state window: from the first at least ``settle`` seconds
+    after the first success (all of them if that leaves fewer than two).
+
+    >>> steady([0.0, 0.05, 1.0, 1.1, 1.2])
+    [1.0, 1.1, 1.2]
+    """
+    if not times:
+        return times
+    start = next((i for i, t in enumerate(times) if t >= times[0] + settle - 1e-9), len(times))
+    return times[start:] if len(times) - start >= 2 else times
 
 
 def inside(times: Iterable[float], windows: Sequence[tuple[float, float]]) -> int:
@@ -145,9 +164,10 @@ def _fleet(figures: Figures, cell: CellSpec, arrivals: Sequence[Arrival], launch
     ok = [a.time for a in mine if a.status == 200]
     figures.sent, figures.successes = len(mine), len(ok)
     figures.per_ok = sum(1 for a in mine if a.status == 429) / max(1, len(ok))
-    figures.util = utilisation(ok, cell.share_left)
+    settled = steady(ok)
+    figures.util = utilisation(settled, cell.share_left)
     if ok:
-        figures.span = ok[-1] - ok[0]
+        figures.span = settled[-1] - settled[0]
         figures.util_e2e = utilisation([launched, *ok[1:]], cell.share_left)
     others = [a for a in arrivals if a.who == "other"]
     figures.other_sent = len(others)
@@ -176,6 +196,7 @@ def _workers(figures: Figures, workers: Sequence[dict[str, Any]], arrivals: Sequ
     figures.min_allowed = min(allowed) if allowed else None
     figures.workers_seen = max((w["workers_seen"] for w in workers), default=0)
     figures.errors = [f"worker {w['index']}: {w['error']}" for w in workers if w["error"]]
+    figures.cut = any(str(w["error"]).startswith("Cut") for w in workers)
     figures.errors += [f"worker {w['index']}: failed row: {reason}"
                        for w in workers for reason in w["failures"][:1]]
 

@@ -23,9 +23,10 @@ def _other(f: Figures) -> str:
 
 
 def _met(f: Figures) -> str:
+    cut = "CUT " if f.cut else ""
     if f.met is None:
-        return ""
-    return "met" if f.met else "MISSED " + ",".join(f.misses)
+        return cut.strip()
+    return cut + ("met" if f.met else "MISSED " + ",".join(f.misses))
 
 
 #: (heading, width, value) per column.

@@ -17,9 +17,11 @@ import asyncio  # noqa: E402  (the instant above is taken before the imports on 
 import gc  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 from dataclasses import asdict, dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
+from types import FrameType  # noqa: E402
 from typing import Any  # noqa: E402
 
 import httpx  # noqa: E402
@@ -28,7 +30,7 @@ import geotoolkit  # noqa: E402, F401  (what a notebook does first)
 from geotoolkit.engine import Engine  # noqa: E402
 from geotoolkit.gate import open_gate  # noqa: E402
 from geotoolkit.policy import RatePolicy  # noqa: E402
-from geotoolkit.progress import Event, FleetSampled, Throttled  # noqa: E402
+from geotoolkit.progress import Event, FleetSampled, ItemFinished, Throttled  # noqa: E402
 from geotoolkit.providers import Nominatim  # noqa: E402
 from geotoolkit.results import Query  # noqa: E402
 
@@ -119,6 +121,14 @@ def _sink(result: WorkerResult) -> Any:
     def sink(event: Event) -> None:
         if isinstance(event, Throttled):
             result.throttled += 1
+        elif isinstance(event, ItemFinished) and not event.cached:  # counted as rows finish,
+            result.outcomes += event.rows  # so that a worker cut at the deadline reports them
+            if event.status == "matched":
+                result.matched += event.rows
+            elif event.status == "no_match":
+                result.no_match += event.rows
+            else:
+                result.failed += event.rows
         elif isinstance(event, FleetSampled):
             if event.allowed_rate is not None:
                 result.allowed.append(event.allowed_rate)
@@ -151,16 +161,13 @@ async def warm_up(inner: httpx.AsyncBaseTransport, url: str, gate: Any, key: str
 
 
 def _settle(result: WorkerResult, outcomes: list[Any]) -> None:
+    """Counts from the run's outcomes (the events counted them already, as rows finished)."""
     result.outcomes = len(outcomes)
-    for outcome in outcomes:
-        if outcome.status == "matched":
-            result.matched += 1
-        elif outcome.status == "no_match":
-            result.no_match += 1
-        else:
-            result.failed += 1
-            if len(result.failures) < 3:
-                result.failures.append(str(getattr(outcome, "reason", ""))[:200])
+    result.matched = sum(1 for o in outcomes if o.status == "matched")
+    result.no_match = sum(1 for o in outcomes if o.status == "no_match")
+    result.failed = len(outcomes) - result.matched - result.no_match
+    result.failures = [str(getattr(o, "reason", ""))[:200] for o in outcomes
+                       if o.status not in ("matched", "no_match")][:3]
 
 
 def run(args: WorkerArgs, result: WorkerResult, *, warm: Any = None) -> None:
@@ -207,9 +214,18 @@ def warm_main(args: WorkerArgs, ready: Any, go: Any, results: Any) -> None:
         results.put(asdict(result))
 
 
+class Cut(Exception):
+    """SIGTERM: the benchmark cut the cell at its deadline."""
+
+
+def _cut(signum: int, frame: FrameType | None) -> None:
+    raise Cut("cut at the cell's deadline")
+
+
 def cold_main(argv: list[str]) -> int:
-    """``ARGS.json RESULT.json``: run at once, write the result."""
+    """``ARGS.json RESULT.json``: run at once, write the result (also when cut by SIGTERM)."""
     imported = time.time()
+    signal.signal(signal.SIGTERM, _cut)
     args = WorkerArgs(**json.loads(Path(argv[0]).read_text()))
     result = WorkerResult(args.index, len(args.addresses), launched_at=args.launched_at,
                           started_at=STARTED, imported_at=imported)
