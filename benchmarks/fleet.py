@@ -116,8 +116,8 @@ def _command(cmd: list[str]) -> str:
 
 def context() -> dict[str, Any]:
     load = os.getloadavg()
-    dirty = " (with uncommitted changes)" if _command(["git", "-C", str(REPO), "status", "--porcelain",
-                                                        "--untracked-files=no"]) else ""
+    changed = _command(["git", "-C", str(REPO), "status", "--porcelain", "--", "geotoolkit", "benchmarks"])
+    dirty = " (with uncommitted changes to the code)" if changed else ""
     binary = nginx_binary()
     nginx = "" if binary is None else subprocess.run(
         [binary, "-v"], capture_output=True, text=True).stderr.strip()

@@ -113,11 +113,14 @@ def default_rows(limiter: LimiterSpec, k: int, other_share: float, rate: float) 
     of work at the limit (650 rows at R = 10), so that a full window of quota is at stake
     and the run crosses a window edge (at 60 s, the cell being aligned). At K = 1 and 4
     it gets the short runs like the others, which cross no edge. With another client,
-    the fleet's share is smaller and the row count shrinks with it (same duration).
+    the fleet's share is smaller and the row count shrinks with it (same duration),
+    except on the per-minute window: there the fleet runs at its own pace until the
+    minute's quota runs out, so it keeps its 650 rows (fewer would end before the
+    quota binds).
     """
     seconds = 20.0 if k in (0, 16) else 10.0
     if limiter.aligned and k in (0, 16):
-        seconds = limiter.window_seconds + 5.0
+        return max(10, round((limiter.window_seconds + 5.0) * rate))
     return max(10, round(seconds * rate * (1.0 - other_share)))
 
 
