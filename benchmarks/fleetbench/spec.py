@@ -1,0 +1,162 @@
+"""What the benchmark runs: the limiters, the cells of the matrix, row counts and targets.
+
+A *cell* is one limiter, one gate, K workers, the fleet's configured rate (the real
+limit times ``overclaim``) and, optionally, an uncoordinated other client taking
+``other_share`` of the limit on the same key. Row counts are chosen so that every cell
+lasts long enough to reach a steady state and the whole matrix stays within about 20
+minutes (see ``default_rows``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "LIMITERS",
+    "NGINX_LIMITERS",
+    "CellSpec",
+    "LimiterSpec",
+    "Target",
+    "default_rows",
+    "target_of",
+]
+
+
+@dataclass(frozen=True)
+class LimiterSpec:
+    """One real-world limiter, enforced by the simulator or by nginx in front of it."""
+
+    name: str  #: the id on the command line and in JSON
+    label: str  #: in tables and docs
+    limiter: str | None = None  #: the simulator's ``limiter=`` (None: nginx limits)
+    window_seconds: float = 1.0
+    burst: int | None = None
+    nginx_burst: int | None = None  #: nginx ``limit_req ... burst=`` (None: not nginx)
+
+    @property
+    def nginx(self) -> bool:
+        return self.nginx_burst is not None
+
+    @property
+    def aligned(self) -> bool:
+        """A calendar window longer than a second: the simulator's clock is offset so that
+        the first request of a cell arrives exactly at the start of a window (as a cron
+        job starting at :00 does), so every cell sees the same window edges."""
+        return self.limiter == "fixed-window" and self.window_seconds > 1.0
+
+    def simulator_settings(self, rate: float) -> dict[str, Any]:
+        """``ProviderSimulator`` settings (nginx cells: the simulator does not limit)."""
+        if self.limiter is None:
+            return {"rate_limit": None}
+        return {"rate_limit": rate, "limiter": self.limiter,
+                "window_seconds": self.window_seconds, "burst": self.burst}
+
+
+LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
+    LimiterSpec("gcra-b1", "leaky bucket burst 1", "gcra", burst=1),
+    LimiterSpec("gcra-b0", "leaky bucket burst 0", "gcra", burst=0),
+    LimiterSpec("token", "token bucket (capacity = rate)", "token-bucket"),
+    LimiterSpec("fixed-1s", "fixed window per second", "fixed-window", window_seconds=1.0),
+    LimiterSpec("fixed-60s", "fixed window per minute", "fixed-window", window_seconds=60.0),
+    LimiterSpec("sliding-log", "sliding log (1 s)", "sliding-log", window_seconds=1.0),
+)}
+
+NGINX_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
+    LimiterSpec("nginx-b1", "nginx limit_req burst=1 nodelay", nginx_burst=1),
+    LimiterSpec("nginx-b0", "nginx limit_req (burst 0)", nginx_burst=0),
+)}
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One cell of the matrix (``k == 0``: the plain reference pacer, no gate)."""
+
+    limiter: LimiterSpec
+    gate: str
+    k: int
+    rows: int
+    rate: float = 10.0
+    overclaim: float = 1.0
+    other_share: float = 0.0
+    warm: bool = False
+
+    @property
+    def reference(self) -> bool:
+        return self.k == 0
+
+    @property
+    def configured(self) -> float:
+        """The rate the fleet is told (requests/s for the whole fleet)."""
+        return self.rate * self.overclaim
+
+    @property
+    def share_left(self) -> float:
+        """The rate the fleet can have: the limit less the other client's share."""
+        return self.rate * (1.0 - self.other_share)
+
+    @property
+    def variant(self) -> str:
+        parts = ["warm" if self.warm else "cold"]
+        if self.overclaim != 1.0:
+            parts.append(f"overclaim {self.overclaim:g}x")
+        if self.other_share:
+            parts.append(f"other {self.other_share:.0%}")
+        return ", ".join(parts)
+
+
+def default_rows(limiter: LimiterSpec, k: int, other_share: float, rate: float) -> int:
+    """Rows per cell (at R = 10/s: about 10 s of work for K = 1 and 4, 20 s for K = 16
+    and the reference).
+
+    The fixed window per minute is the exception at K = 16 and for the reference: 65 s
+    of work at the limit (650 rows at R = 10), so that a full window of quota is at stake
+    and the run crosses a window edge (at 60 s, the cell being aligned). At K = 1 and 4
+    it gets the short runs like the others, which cross no edge. With another client,
+    the fleet's share is smaller and the row count shrinks with it (same duration),
+    except on the per-minute window: there the fleet runs at its own pace until the
+    minute's quota runs out, so it keeps its 650 rows (fewer would end before the
+    quota binds).
+    """
+    seconds = 20.0 if k in (0, 16) else 10.0
+    if limiter.aligned and k in (0, 16):
+        return max(10, round((limiter.window_seconds + 5.0) * rate))
+    return max(10, round(seconds * rate * (1.0 - other_share)))
+
+
+@dataclass(frozen=True)
+class Target:
+    """The issue's target for a cell: utilisation at least, 429s per success at most."""
+
+    util_min: float
+    per_ok_max: float | None
+    edge_429_max: int | None = None  #: the fixed window per minute: no storm at the edge
+
+    def describe(self) -> str:
+        text = f"util >= {self.util_min:.2f}"
+        if self.per_ok_max is not None:
+            text += f", 429/ok <= {self.per_ok_max:g}"
+        if self.edge_429_max is not None:
+            text += f", edge 429s <= {self.edge_429_max}"
+        return text
+
+
+def target_of(cell: CellSpec) -> Target | None:
+    """The issue's target for K = 16 cold cells (``None``: no target for this cell).
+
+    Every cell must also lose no row and send nothing inside a published pause.
+    """
+    if cell.k != 16 or cell.warm:
+        return None
+    if cell.other_share:
+        return Target(0.85, 0.05)  # of the share left
+    if cell.overclaim != 1.0:
+        return Target(0.93, 0.03)
+    name = cell.limiter.name
+    if name in ("gcra-b1", "nginx-b1"):
+        return Target(0.98, 0.005)
+    if name in ("gcra-b0", "nginx-b0"):
+        return Target(0.93, 0.02)
+    if name == "fixed-60s":
+        return Target(0.97, None, edge_429_max=0)
+    return None
