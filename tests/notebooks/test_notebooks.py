@@ -50,7 +50,7 @@ async def _execute(name: str, workdir: Path, kernel: str) -> Any:
 def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Every notebook, executed side by side (each kernel in its own scratch directory)."""
     kernel, names = _kernel_name(), ("quickstart.ipynb", "team_on_one_key.ipynb",
-                                     "review_and_fix.ipynb")
+                                     "review_and_fix.ipynb", "reverse_geocoding.ipynb")
     workdirs = {name: tmp_path_factory.mktemp(name.split(".")[0]) for name in names}
     for workdir in workdirs.values():
         shutil.copytree(NOTEBOOKS, workdir, dirs_exist_ok=True)
@@ -133,4 +133,25 @@ def test_team_on_one_key_shows_no_request_during_the_pause(executed: dict[str, A
     assert "alice 10 of 10 matched" in text and "bob 10 of 10 matched" in text
     summaries = sorted(b["text/plain"] for b in bundles if WIDGET_VIEW in b)
     assert len(summaries) == 2 and all(s.startswith("geocoded 10/10 rows") for s in summaries)
+    assert "progress sink failed" not in text
+
+
+def test_reverse_geocoding_maps_the_fixes_with_their_distance(executed: dict[str, Any]) -> None:
+    notebook, workdir = execute(executed, "reverse_geocoding.ipynb")
+    text, bundles = outputs(notebook)
+    assert "fixes: 12 in EPSG:2056" in text
+    assert "requests sent: 10 for 12 fixes" in text  # the lost fix never, the parked pair once
+    assert "statuses: 10 matched, 1 no_match, 1 failed" in text
+    assert "answers more than 100 m from their fix: 1\n" in text
+    assert "09:30: Planken, Oberland, Liechtenstein (locality), 4.5 km away" in text
+    assert "dead letters: 2 (no_match: 1, failed: 1)" in text
+    assert ("wrote output/fixes.gpkg: 10 geocoded, 2 dead letters; read back 12 rows in "
+            "EPSG:4326") in text
+    assert "requests sent the second time: 0" in text
+    assert (workdir / "output" / "fixes.gpkg").is_file()
+    panels = [b["text/plain"] for b in bundles if WIDGET_VIEW in b]
+    assert len(panels) == 1
+    assert panels[0].startswith("geocoded 12/12 rows: 10 matched, 1 no match, 1 failed;")
+    maps = [b for b in bundles if b.get("text/plain", "").startswith("<ResultMap: 2 dead letters>")]
+    assert len(maps) == 1 and "geocode_distance_m" in maps[0]["text/html"]
     assert "progress sink failed" not in text
