@@ -253,24 +253,33 @@ class Backoff:
 class RatePolicy:
     """How fast the whole fleet may send on one key.
 
-    ``rate`` is requests per second for every worker together (``None``: no
-    limit, though pauses published to the gate are still honoured).
-    ``safety_margin`` paces a little under the rate (default 3 %): limiters in the
-    wild enforce an exact minimum interval, and wake-up jitter would otherwise
-    make a client paced at exactly the rate look too fast.
+    ``rate`` is requests per second for every worker together. ``None``: nobody
+    says (a self-hosted or company instance without a published limit), so the
+    fleet *discovers* it: it starts at one request per second (or at the rate an
+    earlier run learned and left on the gate), climbs while answers come back
+    clean, and settles under the rate at which 429s begin (see ``Aimd``).
+    ``math.inf``: no limit at all (pauses published to the gate are still honoured).
+    ``safety_margin`` paces a little under the rate (default 0.5 %, for clocks
+    that do not tick quite alike); the rest of the margin is learned: each worker
+    spaces its slots by the jitter of its own sends, and each isolated 429 moves
+    the fleet 1 % further under the rate where it happened. ``safety_margin=0``
+    paces at exactly the rate, without the jitter guard either (tests on a fake
+    clock; a provider known to forgive jitter).
     ``horizon_seconds``: the gate reserves a slot only this far ahead; a longer
     wait is returned without a reservation.
 
     >>> RatePolicy(rate=1.0, safety_margin=0.0).interval
     1.0
+    >>> RatePolicy(rate=None).discovering, RatePolicy(rate=float("inf")).interval
+    (True, 0.0)
     """
 
     rate: float | None = 1.0
-    safety_margin: float = 0.03
+    safety_margin: float = 0.005
     horizon_seconds: float = 60.0
 
     def __post_init__(self) -> None:
-        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+        if self.rate is not None and not (self.rate > 0 and not math.isnan(self.rate)):
             raise ConfigurationError(f"rate must be a positive number of requests/s, got {self.rate!r}")
         if not 0.0 <= self.safety_margin < 0.5:
             raise ConfigurationError(f"safety_margin must be in [0, 0.5), got {self.safety_margin!r}")
@@ -278,8 +287,13 @@ class RatePolicy:
             raise ConfigurationError("horizon_seconds must be positive")
 
     @property
+    def discovering(self) -> bool:
+        """No rate is known: the fleet discovers it."""
+        return self.rate is None
+
+    @property
     def interval(self) -> float:
-        """Seconds between two sends of the fleet (0 when unlimited)."""
-        if self.rate is None:
+        """Seconds between two sends of the fleet (0 when unlimited or not known)."""
+        if self.rate is None or math.isinf(self.rate):
             return 0.0
         return 1.0 / (self.rate * (1.0 - self.safety_margin))

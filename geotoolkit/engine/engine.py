@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import random
 from collections.abc import Callable, Iterator, Sequence
@@ -146,6 +147,7 @@ class Engine:
         """Settle ``items`` (a Query or ReverseQuery each, or a reason string for unusable
         input). ``progress`` receives the run's events (``geotoolkit.progress``)."""
         self._progress = progress
+        http.warm_up()  # before the first slot, not between a slot and its send
         async with http.make_client(concurrency=self.settings.concurrency,
                                     timeout=self.settings.timeout,
                                     transport=self.settings.transport) as client:
@@ -264,13 +266,20 @@ class Engine:
         last: GeotoolkitError | None = None
         attempt = throttles = sent = 0  # attempts count toward max_attempts; sent is every try
         while attempt < self.settings.max_attempts:
-            if not await self._may_send():
+            epoch = await self._may_send()
+            if epoch is None:
                 continue  # the circuit opened meanwhile: wait for it, the row keeps its place
+            request.extensions[http.BEFORE_SEND] = functools.partial(
+                self.pacer.recheck, self.clock.now(), epoch)
             attempt, sent = attempt + 1, sent + 1
             self.pacer.counts.requests += 1
             try:
                 outcome = await self._send(query, request)
                 return _clean(with_attempts(outcome, sent), self._redact)
+            except http.SendVoided:  # held up after its check, and a pause came: not sent
+                attempt, sent = attempt - 1, sent - 1
+                self.pacer.counts.requests -= 1
+                continue
             except ProviderResponseError as exc:  # an answer that cannot be used: not retried
                 return Failure(reason=self._redact(str(exc)), error=type(exc).__name__,
                                provider=self.provider.name, attempts=sent)
@@ -303,16 +312,17 @@ class Engine:
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)
 
-    async def _may_send(self) -> bool:
-        """Wait for the circuit (closed, or this worker's probe) and a slot; False when the
-        circuit turned out open after the slot (a new pause epoch), so nothing is sent."""
+    async def _may_send(self) -> int | None:
+        """Wait for the circuit (closed, or this worker's probe) and a slot; return the
+        slot's pause epoch, or None when the circuit turned out open after the slot (a new
+        pause epoch), so nothing is sent."""
         await self.circuit.admit()
         epoch = await self.pacer.slot()
         if self.circuit.probing:
-            return True
+            return epoch
         if self.circuit.stale(epoch):
             await self.circuit.refresh(epoch)
-        return not self.circuit.is_open
+        return None if self.circuit.is_open else epoch
 
     async def _send(self, query: AnyQuery, request: httpx.Request) -> Outcome:
         """One exchange; any answer at all (even an error status) shows the provider is up."""

@@ -19,7 +19,9 @@ httpx logs every request URL at INFO; a filter hides credentials in those record
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import importlib
 import logging
 import ssl
 
@@ -28,7 +30,31 @@ import httpx
 from geotoolkit.errors import ProviderResponseError, ProviderUnavailableError, QueryError
 from geotoolkit.redact import redact
 
-__all__ = ["DEFAULT_TIMEOUT", "make_client", "send"]
+__all__ = ["BEFORE_SEND", "DEFAULT_TIMEOUT", "SendVoided", "make_client", "send", "warm_up"]
+
+#: A request extension: an async callable returning whether the request may still go,
+#: asked as it enters the transport (the last instant before its bytes leave).
+BEFORE_SEND = "geotoolkit.before_send"
+
+
+class SendVoided(Exception):
+    """Internal: a request's ``BEFORE_SEND`` check said no; nothing was sent."""
+
+
+async def _check_before_send(request: httpx.Request) -> None:
+    """A request hook (the last step before the transport): ask ``BEFORE_SEND``, if set."""
+    check = request.extensions.get(BEFORE_SEND)
+    if check is not None and not await check():
+        raise SendVoided
+
+
+def warm_up() -> None:
+    """Import now what httpx imports on its first request (anyio's backend, ~20 ms), so a
+    worker's first send is not late after its slot by its lazy imports."""
+    for name in ("httpcore._backends.anyio", "anyio._backends._asyncio", "anyio.streams.tls",
+                 "anyio.streams.stapled", "anyio.streams.memory", "anyio.to_thread"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
 
 #: Connect within 5 s, each read within 20 s.
 DEFAULT_TIMEOUT = httpx.Timeout(20.0, connect=5.0)
@@ -75,6 +101,7 @@ def make_client(
         limits=limits,
         transport=transport,
         verify=_tls_context(),
+        event_hooks={"request": [_check_before_send]},
     )
 
 

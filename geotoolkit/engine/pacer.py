@@ -35,8 +35,6 @@ log = logging.getLogger("geotoolkit.engine")
 LONG_WAIT_SECONDS = HEARTBEAT_SECONDS / 4
 #: A wait for a slot shorter than this is not used to sample the fleet.
 _SAMPLE_MARGIN_SECONDS = 0.1
-#: The most a long interval adds to ``Pacer.late_send_seconds``.
-_MAX_EXTRA_LATE_SECONDS = 0.01
 
 T = TypeVar("T")
 
@@ -83,13 +81,13 @@ class Pacer:
         Tells the pacer the run is ending (it raises ``Stopped`` instead of waiting).
     """
 
-    #: A reserved slot fired this much later than usual is given up (see ``slot``): half the
-    #: slack the default 3 % safety margin leaves in a one-second window...
-    late_send_seconds = 0.015
-    #: ... plus this share of the interval between two sends of the fleet, up to 10 ms more.
-    #: Giving up a slot costs one interval; the longer it is, the more lateness is worth
-    #: the risk of a 429 (which costs a pause of the whole fleet).
-    late_send_interval_share = 0.05
+    #: A worker's first send pays for its first connection (and what is still imported
+    #: lazily): its first slot is followed by this much more spacing (at most 5 % of the
+    #: interval), so the next worker's send does not land too close behind it.
+    first_send_seconds = 0.005
+    #: A send checked longer ago than this before it enters the transport is checked again
+    #: (a worker starved of CPU between its check and its send must not send into a pause).
+    recheck_after_seconds = 0.01
 
     def __init__(self, gate: Gate, key: str, rate: RatePolicy, *, clock: Clock,
                  cap: Cap | None = None, max_wait_seconds: float | None = None,
@@ -105,6 +103,9 @@ class Pacer:
         #: This run's id on the gate (random, new for every run).
         self.worker_id = ""
         self._timing = SlotTiming()
+        self._factor = 1.0  # the adaptive factor (or discovered rate) the gate said last
+        self._guard = 0.0  # the spacing added after this worker's last slot
+        self._sent = 0  # slots this worker has used
         self._sampling = False
         self._next_sample = self._last_beat = -math.inf
 
@@ -131,6 +132,7 @@ class Pacer:
                 raise Stopped
             slot = await self._timed(functools.partial(self._reserve, cost))
             if slot.wait <= 0:
+                self._sent += 1
                 return slot.epoch
             self.check_budget(slot.wait)
             deadline = self._timing.local(slot.now + slot.wait)
@@ -145,8 +147,9 @@ class Pacer:
                 state = await self._timed(self.state)  # at once (a pause may come meanwhile)
             if state.pause_remaining > 0 or state.epoch != slot.epoch:
                 continue
-            on_time = self._timing.on_time(self.clock.now() - deadline, self._late_tolerance)
+            on_time = self._timing.on_time(self.clock.now() - deadline, self._guard)
             if given_up or on_time:
+                self._sent += 1
                 return slot.epoch
             given_up = True
 
@@ -155,9 +158,34 @@ class Pacer:
         return self.clock.now() + self._timing.sync.offset
 
     @property
-    def _late_tolerance(self) -> float:
-        extra = min(_MAX_EXTRA_LATE_SECONDS, self.late_send_interval_share * self.rate.interval)
-        return self.late_send_seconds + extra
+    def interval(self) -> float:
+        """The fleet's configured spacing; one second when discovering (the factor is the rate)."""
+        return 1.0 if self.rate.discovering else self.rate.interval
+
+    def _spacing(self) -> float:
+        """This worker's spacing after its next slot: its guard (see ``SlotTiming.guard``),
+        none when the policy asks for no margin at all (``safety_margin=0``: exactly at
+        the rate); the guard is the lateness tolerance of its sends either way."""
+        interval = self.interval / self._factor
+        self._guard = self._timing.guard(interval)
+        if self.rate.safety_margin == 0 and not self.rate.discovering:
+            return 0.0
+        if self._sent == 0:
+            return self._guard + min(self.first_send_seconds, 0.05 * interval)
+        return self._guard
+
+    async def recheck(self, checked_at: float, epoch: int) -> bool:
+        """Right before a send enters the transport: still clear to send?
+
+        A send follows its pause check (at ``checked_at``, in ``epoch``) at once, as a
+        rule; when it was held up in between for longer than ``recheck_after_seconds``
+        (a starved process, a busy connection pool), the gate is asked again, and a
+        pause (or a new epoch) published meanwhile means no.
+        """
+        if self.clock.now() - checked_at <= self.recheck_after_seconds:
+            return True
+        state = await self._timed(self.state)
+        return state.pause_remaining <= 0 and state.epoch == epoch
 
     async def _timed(self, call: Callable[[], Awaitable[R]]) -> R:
         """A gate call whose reply (``.now``: the store's clock) also times the next sends."""
@@ -171,14 +199,17 @@ class Pacer:
         return await call_gate(self.gate.blocking, self.gate.state, self.key)
 
     async def _reserve(self, cost: int = 1) -> Reservation:
-        reserve = functools.partial(self.gate.reserve, self.key, self.rate.interval * cost,
+        reserve = functools.partial(self.gate.reserve, self.key, self.interval * cost,
                                     self.rate.horizon_seconds, report=self.counts.take(),
-                                    cap=self.cap)
+                                    cap=self.cap, spacing=self._spacing(),
+                                    discover=self.rate.discovering)
         try:
-            return await call_gate(self.gate.blocking, reserve)
+            reservation = await call_gate(self.gate.blocking, reserve)
         except QuotaExceededError as exc:
             exc.provider = exc.provider or self.provider
             raise
+        self._factor = reservation.rate_factor if reservation.rate_factor > 0 else 1.0
+        return reservation
 
     def check_budget(self, wait: float) -> None:
         """Non-blocking mode: refuse to wait longer than ``max_wait_seconds``."""
@@ -269,8 +300,12 @@ class Pacer:
 
     def _sampled(self, stats: FleetStats) -> FleetSampled:
         rate = self.rate.rate
+        if rate is None:
+            allowed = stats.learned_rate
+        else:
+            allowed = None if math.isinf(rate) else rate * stats.rate_factor
         return FleetSampled(
-            pace=stats.pace, allowed_rate=None if rate is None else rate * stats.rate_factor,
+            pace=stats.pace, allowed_rate=allowed,
             requests=stats.requests, successes=stats.successes, throttled=stats.throttled,
             window_seconds=stats.window_seconds, pause_remaining=stats.pause_remaining,
             pause_cause=stats.pause_cause, workers_active=stats.workers_active,

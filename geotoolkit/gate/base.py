@@ -174,6 +174,8 @@ class FleetStats:
     pause_until: float = 0.0
     pause_cause: str = ""
     workers_active: int = 0
+    #: The rate the fleet discovered on the key (requests/s), if it ever had to.
+    learned_rate: float | None = None
 
     @property
     def pause_remaining(self) -> float:
@@ -187,50 +189,81 @@ class FleetStats:
 
 @dataclass(frozen=True)
 class Aimd:
-    """Adaptive pacing: multiplicative decrease on 429s, slow additive increase.
+    """Adaptive pacing: cut in proportion to the evidence of a 429, climb back fast.
 
-    A throttle *event* is a 429 answered while no pause is active (429s that
-    arrive during a pause belong to the burst that published it). An event
-    multiplies ``rate_factor`` by ``cut(now, previous_event)``: by ``decrease``
-    when it follows the previous event within ``recent_seconds`` (429s that
-    keep coming mean the fleet is well over the limit), by proportionally less
-    the longer the calm before it (a 429 after a long calm means the fleet is
-    just over the limit: back off a little), not at all for the first event
-    (it only pauses: one 429 may be jitter rather than a lower quota). At most
-    one cut per ``hold_seconds``. After the pause that came with a cut, every
-    second of successful answers adds ``increase_per_second`` (capped at 1:
-    never above the configured rate).
+    A throttle *event* is a 429 answered while no pause is active (429s that arrive
+    during a pause belong to the burst that published it). The first event on a key
+    only pauses (one 429 may be jitter, not a lower quota). After that an event cuts
+    ``rate_factor`` by what it shows, from the *calm* before it (the time since the
+    fleet resumed after the previous event) and the sends the fleet was allowed in
+    that calm, ``n``: on a leaky bucket with a burst of one, a pace ``p`` over a limit
+    ``L`` is refused after ``n = 1 / (1 - L/p)`` sends, so the evidence says the limit
+    is about ``1 - 1/n`` of the pace.
+
+    - **Isolated** (a calm longer than ``recent_seconds``): the fleet is just over
+      the limit, or its sends jitter. The factor is cut by at least ``below_ceiling``
+      and at most ``nudge``, and the factor at the event becomes the *ceiling*:
+      successes climb back within seconds (``recover_seconds``) to ``below_ceiling``
+      under it, no higher. The margin under the limit is learned this way, 1 % per
+      isolated 429, instead of being fixed.
+    - **In a sequence** (a calm up to ``recent_seconds``: 429s keep coming, the fleet
+      is well over the limit): the cut follows the evidence, between ``nudge`` and
+      ``decrease`` (the deepest single cut), and successes climb back fast half way
+      to the ceiling (a bisection: the evidence of a window's burst can cut too deep;
+      if half way is still too fast, the next 429 says so).
+
+    At most one cut per ``hold_seconds``. Above the level it recovers to, once
+    ``probe_after_seconds`` have passed since the last 429, every second of
+    successful answers raises the factor by ``increase_per_second`` of itself (a slow
+    probe: quotas grow, other clients leave), never above the configured rate.
+    When no rate is configured (the fleet discovers it, see ``RatePolicy``), the
+    factor is the rate itself in requests per second; until the first 429 it grows
+    by ``growth_per_second`` of itself per second of successes, and that first 429
+    cuts by ``discover_cut`` (back under the rate where 429s began).
     """
 
-    decrease: float = 0.7
-    increase_per_second: float = 0.0005
+    decrease: float = 0.5
+    nudge: float = 0.03
+    below_ceiling: float = 0.01
+    recover_seconds: float = 2.0
+    increase_per_second: float = 0.002
+    probe_after_seconds: float = 60.0
+    growth_per_second: float = 0.25
+    discover_cut: float = 0.8
     min_factor: float = 0.05
     hold_seconds: float = 1.0
     recent_seconds: float = 3.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.decrease <= 1:
-            raise ConfigurationError("Aimd.decrease must be in (0, 1]")
-        if not 0 < self.min_factor <= 1:
-            raise ConfigurationError("Aimd.min_factor must be in (0, 1]")
-        for name in ("increase_per_second", "hold_seconds", "recent_seconds"):
+        for name in ("decrease", "discover_cut", "min_factor"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ConfigurationError(f"Aimd.{name} must be in (0, 1]")
+        if not 0 <= self.below_ceiling <= self.nudge < 1:
+            raise ConfigurationError("Aimd needs 0 <= below_ceiling <= nudge < 1")
+        for name in ("increase_per_second", "growth_per_second", "hold_seconds",
+                     "recent_seconds", "recover_seconds", "probe_after_seconds"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigurationError(f"Aimd.{name} must be finite and >= 0")
 
-    def cut(self, now: float, previous: float | None) -> float:
-        """The multiplier for an event at ``now`` after one at ``previous`` (None: none).
+    def isolated(self, calm: float) -> bool:
+        """Whether an event after ``calm`` seconds of the fleet running stands alone."""
+        return calm > self.recent_seconds
 
-        >>> a = Aimd(decrease=0.7, recent_seconds=3.0)
-        >>> a.cut(100.0, 98.0), round(a.cut(100.0, 70.0), 3), a.cut(100.0, None)
-        (0.7, 0.97, 1.0)
+    def cut(self, calm: float, sends_per_second: float) -> float:
+        """The multiplier for an event after ``calm`` seconds at ``sends_per_second``.
+
+        >>> a = Aimd()
+        >>> a.cut(0.1, 10.0), a.cut(0.5, 10.0), a.cut(2.0, 10.0)   # a sequence
+        (0.5, 0.8, 0.95)
+        >>> a.cut(30.0, 10.0), a.cut(4.0, 10.0)                    # isolated
+        (0.99, 0.975)
         """
-        if previous is None:
-            return 1.0  # a first 429 only pauses: it may be jitter, not a lower quota
-        calm = now - previous
-        if calm <= self.recent_seconds:
-            return self.decrease
-        return 1.0 - (1.0 - self.decrease) * self.recent_seconds / calm
+        sends = max(0.0, calm) * max(sends_per_second, 0.0)
+        evidence = 1.0 - 1.0 / sends if sends > 1.0 else 0.0
+        if self.isolated(calm):
+            return min(1.0 - self.below_ceiling, max(1.0 - self.nudge, evidence))
+        return min(1.0 - self.nudge, max(self.decrease, evidence))
 
 
 @runtime_checkable
@@ -252,8 +285,14 @@ class Gate(Protocol):
         *,
         report: Report | None = None,
         cap: Cap | None = None,
+        spacing: float = 0.0,
+        discover: bool = False,
     ) -> Reservation:
-        """Reserve the next send slot, paced at ``interval / rate_factor``.
+        """Reserve the next send slot, paced at ``interval / rate_factor + spacing``.
+
+        ``spacing`` is this worker's own guard after its slot (the jitter of its
+        sends); with ``discover`` the fleet has no configured rate: ``interval`` is
+        one second and the factor the rate it has discovered (see ``Aimd``).
 
         A wait longer than ``horizon`` is returned without a reservation: sleep,
         then call again. ``report`` is counted in the same round trip (its

@@ -29,6 +29,9 @@ __all__ = [
     "BUCKET_SECONDS",
     "CAP_KEEP_SECONDS",
     "CREDIT_SECONDS",
+    "DISCOVERED",
+    "DISCOVERED_TTL_SECONDS",
+    "DISCOVER_MAX_RATE",
     "SLOTS",
     "WINDOW_SECONDS",
     "WINDOW_TTL_SECONDS",
@@ -56,6 +59,12 @@ CREDIT_SECONDS = 1.0
 #: The shared value holding the AIMD state, and how long it outlives its last change.
 AIMD = "aimd"
 AIMD_TTL_SECONDS = 86_400.0
+#: The shared value holding a discovered rate (an ``AimdState`` whose factor is requests
+#: per second), kept long so that the next run on the key starts from it.
+DISCOVERED = "rate"
+DISCOVERED_TTL_SECONDS = 30 * 86_400.0
+#: The highest rate discovery climbs to, requests per second.
+DISCOVER_MAX_RATE = 1000.0
 #: Heartbeats are shared values named ``WORKER + worker id``.
 WORKER = "worker:"
 
@@ -70,10 +79,12 @@ class AimdState:
     """The fleet's adaptive factor and the instants that drive it (``None``: never).
 
     Stored as text in one shared value and changed only by compare-and-set, so a
-    burst of 429s answered by many workers at once changes it once.
+    burst of 429s answered by many workers at once changes it once. ``target`` is
+    the level successes climb back to quickly (just under the ceiling an isolated
+    429 found); above it they only probe slowly (see ``Aimd``).
 
-    >>> AimdState.from_text(AimdState(0.5, 10.0, 10.0, 12.5).to_text())
-    AimdState(factor=0.5, decreased_at=10.0, throttled_at=10.0, increased_at=12.5)
+    >>> AimdState.from_text(AimdState(0.5, 10.0, 10.0, 12.5, 0.7).to_text())
+    AimdState(factor=0.5, decreased_at=10.0, throttled_at=10.0, increased_at=12.5, target=0.7)
     >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
     True
     """
@@ -82,53 +93,78 @@ class AimdState:
     decreased_at: float | None = None
     throttled_at: float | None = None
     increased_at: float | None = None
+    target: float | None = None
 
     def to_text(self) -> str:
-        return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at])
+        return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
+                           self.target])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
         try:
-            factor, decreased, throttled, increased = json.loads(text or "null")
-            return cls(float(factor), _instant(decreased), _instant(throttled), _instant(increased))
+            factor, decreased, throttled, increased, *rest = json.loads(text or "null")
+            target = _instant(rest[0]) if rest else None
+            if not (math.isfinite(float(factor)) and float(factor) > 0):
+                raise ValueError("a factor must be positive")
+            return cls(float(factor), _instant(decreased), _instant(throttled),
+                       _instant(increased), target)
         except (TypeError, ValueError):
             return cls()
 
-    def credited(self, now: float, successes: int, aimd: Aimd) -> AimdState:
-        """Additive increase: credit the time since the last credit, if answers succeeded.
+    def credited(self, now: float, successes: int, aimd: Aimd,
+                 max_factor: float = 1.0) -> AimdState:
+        """Successes raise the factor: fast back to ``target``, slowly above it.
 
-        At the configured rate (factor 1) there is nothing to credit; during the
-        pause that came with a cut (``now <= increased_at``) neither.
+        Nothing to credit at ``max_factor`` (the configured rate), without successes,
+        or during the pause that came with a cut (``now <= increased_at``). Each credit
+        counts the time since the last one, at most ``CREDIT_SECONDS``.
 
-        >>> a = Aimd(increase_per_second=0.01)
-        >>> AimdState(0.5, increased_at=10.0).credited(10.5, 3, a).factor
-        0.505
+        >>> a = Aimd(recover_seconds=2.0, increase_per_second=0.01, probe_after_seconds=0.0)
+        >>> AimdState(0.5, increased_at=10.0, target=0.9).credited(11.0, 3, a).factor   # fast
+        0.7
+        >>> AimdState(0.5, increased_at=10.0).credited(10.5, 3, a).factor   # a slow probe
+        0.5025
         >>> AimdState(0.5, increased_at=10.0).credited(99.0, 3, a).factor   # at most 1 s each
-        0.51
+        0.505
         """
-        if successes <= 0 or self.factor >= 1.0:
+        if successes <= 0 or self.factor >= max_factor:
             return self
         if self.increased_at is None:
             return replace(self, increased_at=now)
         if now <= self.increased_at:
             return self
         credit = min(now - self.increased_at, CREDIT_SECONDS)
-        return replace(self, factor=min(1.0, self.factor + aimd.increase_per_second * credit),
-                       increased_at=now)
+        factor = self.factor
+        if self.target is not None and factor < self.target:
+            share = min(1.0, credit / aimd.recover_seconds) if aimd.recover_seconds > 0 else 1.0
+            factor += (self.target - factor) * share
+            if self.target - factor < 1e-3 * self.target:
+                factor = self.target
+        elif self.throttled_at is None and max_factor > 1.0:  # discovering: not throttled yet
+            factor *= 1.0 + aimd.growth_per_second * credit
+        elif self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds:
+            factor *= 1.0 + aimd.increase_per_second * credit
+        return replace(self, factor=min(max_factor, factor), increased_at=now)
 
-    def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd) -> AimdState:
+    def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
+                  sends_per_second: float = 1.0, discovering: bool = False) -> AimdState:
         """A 429 at ``now`` while the pause before it ran until ``previous_until``.
 
         During a pause it is part of the burst that published it: nothing changes.
-        Otherwise it is an event: maybe a cut (``Aimd.cut``, at most one per
-        ``hold_seconds``), after which successes count only from ``new_until``
-        (the end of the pause it publishes).
+        Otherwise it is an event. The first one only pauses (discovering, it cuts
+        by ``Aimd.discover_cut``); later ones cut by ``Aimd.cut`` from the calm since
+        the fleet resumed, at most one per ``hold_seconds``. After a cut, successes
+        count only from ``new_until`` (the end of the pause it publishes).
 
-        >>> a = Aimd(decrease=0.5)
-        >>> AimdState().throttled(10.0, 0.0, 12.0, a)               # a first 429 only pauses
-        AimdState(factor=1.0, decreased_at=None, throttled_at=10.0, increased_at=None)
-        >>> AimdState(throttled_at=9.0).throttled(10.0, 0.0, 12.0, a)
-        AimdState(factor=0.5, decreased_at=10.0, throttled_at=10.0, increased_at=12.0)
+        >>> a = Aimd()
+        >>> AimdState().throttled(10.0, 0.0, 11.0, a)               # a first 429 only pauses
+        AimdState(factor=1.0, decreased_at=None, throttled_at=10.0, increased_at=None, target=None)
+        >>> cut = AimdState(throttled_at=9.0).throttled(11.4, 11.0, 12.4, a, 10.0)   # soon after
+        >>> round(cut.factor, 3), round(cut.target, 3)   # back half way to 0.99
+        (0.75, 0.87)
+        >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, 10.0)  # alone
+        >>> lone.factor, lone.target
+        (0.99, 0.99)
         >>> AimdState(throttled_at=9.0).throttled(10.0, 11.0, 12.0, a).throttled_at   # in a pause
         9.0
         """
@@ -137,11 +173,21 @@ class AimdState:
         state = replace(self, throttled_at=now)
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
             return state
-        multiplier = aimd.cut(now, self.throttled_at)
-        if multiplier >= 1.0:
-            return state
-        return replace(state, factor=max(aimd.min_factor, self.factor * multiplier),
-                       decreased_at=now, increased_at=new_until)
+        if self.throttled_at is None:
+            if not discovering:
+                return state
+            factor = self.factor * aimd.discover_cut
+            return replace(state, factor=max(aimd.min_factor, factor), decreased_at=now,
+                           increased_at=new_until, target=factor)
+        calm = now - max(previous_until, self.throttled_at)
+        factor = max(aimd.min_factor, self.factor * aimd.cut(calm, sends_per_second))
+        ceiling = self.factor * (1.0 - aimd.below_ceiling)  # just under where 429s began
+        # Isolated: back just under the ceiling. In a sequence the evidence may have cut
+        # too deep (a window's burst looks like a small n): back half way to the ceiling.
+        target = ceiling if aimd.isolated(calm) else (factor + ceiling) / 2
+        target = max(factor, target)
+        return replace(state, factor=factor, decreased_at=now, increased_at=new_until,
+                       target=target)
 
 
 def _instant(value: object) -> float | None:

@@ -6,7 +6,9 @@ run on its clock (``geotoolkit.gate.primitives``). What a client can decide is
 decided here, once, for memory, SQLite, Redis and PostgreSQL alike:
 
 - **adaptive pacing** (``Aimd``): the factor lives in one shared value of the
-  key's fleet namespace (``<key>#fleet``, name ``aimd``), changed only by
+  key's fleet namespace (``<key>#fleet``, name ``aimd``; a rate the fleet
+  discovers because none is configured: name ``rate``, kept 30 days so the next
+  run starts from it; see ``RatePolicy``), changed only by
   compare-and-set. Each worker paces its reservations at ``interval / factor``
   with the factor it read last (every reservation reads it again in the same
   round trip; a first reservation reads it before). A 429 reads the state and
@@ -51,6 +53,9 @@ from geotoolkit.gate.fleet import (
     AIMD,
     AIMD_TTL_SECONDS,
     CAP_KEEP_SECONDS,
+    DISCOVER_MAX_RATE,
+    DISCOVERED,
+    DISCOVERED_TTL_SECONDS,
     WINDOW_TTL_SECONDS,
     WORKER,
     AimdState,
@@ -109,8 +114,10 @@ class FleetGate:
         self.aimd = aimd or Aimd()
         self._clock: Clock = store.clock or clock or SystemClock()
         self._store_clock = StoreClock()
-        self._lock = threading.Lock()
-        self._known: dict[str, _Known] = {}
+        self._lock = threading.RLock()
+        self._known: dict[tuple[str, str], _Known] = {}
+        #: Per key, the interval last reserved with and whether the fleet discovers its rate.
+        self._paces: dict[str, tuple[float, bool]] = {}
 
     # -- the store's clock, and batches ------------------------------------------------------------
 
@@ -133,32 +140,44 @@ class FleetGate:
 
     # -- the adaptive factor -----------------------------------------------------------------------
 
-    def _learn(self, key: str, values: Mapping[str, str]) -> _Known:
-        text = values.get(AIMD)
+    def _discovering(self, key: str) -> bool:
+        with self._lock:
+            return self._paces.get(key, (0.0, False))[1]
+
+    def _name(self, key: str) -> str:
+        """The shared value of ``key``'s adaptive state: a factor, or a discovered rate."""
+        return DISCOVERED if self._discovering(key) else AIMD
+
+    def _learn(self, key: str, values: Mapping[str, str], name: str | None = None) -> _Known:
+        name = name or self._name(key)
+        text = values.get(name)
         known = (text, AimdState.from_text(text))
         with self._lock:
-            self._known[key] = known
+            self._known[(key, name)] = known
         return known
 
     def _factor(self, key: str) -> _Known:
-        """The AIMD state last seen for ``key`` (read from the store the first time)."""
+        """The adaptive state last seen for ``key`` (read from the store the first time)."""
+        name = self._name(key)
         with self._lock:
-            known = self._known.get(key)
+            known = self._known.get((key, name))
         if known is None:
-            known = self._learn(key, self._run([ReadValues(fleet_key(key), AIMD)])[0])
+            known = self._learn(key, self._run([ReadValues(fleet_key(key), name)])[0], name)
         return known
 
-    @staticmethod
-    def _swap(key: str, text: str | None, new: AimdState) -> SetValue:
-        """Compare-and-set of the AIMD state: it applies only if nobody changed it meanwhile."""
-        return SetValue(fleet_key(key), AIMD, new.to_text(), AIMD_TTL_SECONDS,
+    def _swap(self, key: str, text: str | None, new: AimdState) -> SetValue:
+        """Compare-and-set of the adaptive state: it applies only if nobody changed it meanwhile."""
+        name = self._name(key)
+        ttl = DISCOVERED_TTL_SECONDS if name == DISCOVERED else AIMD_TTL_SECONDS
+        return SetValue(fleet_key(key), name, new.to_text(), ttl,
                         only_if_absent=text is None, only_if=text)
 
     def _credit(self, key: str, known: _Known | None, report: Report | None) -> list[Op]:
         if known is None or report is None or report.successes <= 0:
             return []
         text, state = known
-        new = state.credited(self._now(), report.successes, self.aimd)
+        top = DISCOVER_MAX_RATE if self._discovering(key) else 1.0
+        new = state.credited(self._now(), report.successes, self.aimd, top)
         return [] if new == state else [self._swap(key, text, new)]
 
     def _counted(self, key: str, report: Report | None) -> list[Op]:
@@ -169,17 +188,21 @@ class FleetGate:
     # -- reservations ------------------------------------------------------------------------------
 
     def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
-                report: Report | None = None, cap: Cap | None = None) -> Reservation:
-        Reserve(key, interval, horizon)  # bad arguments fail before anything is sent
+                report: Report | None = None, cap: Cap | None = None, spacing: float = 0.0,
+                discover: bool = False) -> Reservation:
+        Reserve(key, interval + spacing, horizon)  # bad arguments fail before anything is sent
+        with self._lock:
+            self._paces[key] = (interval, discover)
         known = self._factor(key)
         factor = known[1].factor
         credit, counted = self._credit(key, known, report), self._counted(key, report)
+        name = self._name(key)
         usage: Usage | None = None
         if cap is not None:
             usage = self._count_cap(key, cap, credit, counted)
             factor = self._factor(key)[1].factor  # as read with the count, just now
             try:
-                slot: Slot = self._run([Reserve(key, interval / factor, horizon)])[0]
+                slot: Slot = self._run([Reserve(key, interval / factor + spacing, horizon)])[0]
             except GateError:
                 with contextlib.suppress(GateError):  # best effort: the store may be down
                     self._uncount(key, usage)
@@ -187,8 +210,8 @@ class FleetGate:
             if not slot.reserved:
                 usage = self._uncount(key, usage)
         else:
-            *_, values, slot = self._run([*credit, *counted, ReadValues(fleet_key(key), AIMD),
-                                          Reserve(key, interval / factor, horizon)])
+            *_, values, slot = self._run([*credit, *counted, ReadValues(fleet_key(key), name),
+                                          Reserve(key, interval / factor + spacing, horizon)])
             fresh = self._learn(key, values)[1].factor
             if slot.reserved and fresh < factor * (1 - 1e-9):
                 self._respace(key, interval, factor, fresh)
@@ -211,7 +234,7 @@ class FleetGate:
         """Count one send against the cap (with the report): increment, then check."""
         label, resets = period_of(self._now(), cap.period)
         results = self._run([*credit, self._cap_op(key, {label: 1}, resets), *counted,
-                             ReadValues(fleet_key(key), AIMD), ReadState(key)])
+                             ReadValues(fleet_key(key), self._name(key)), ReadState(key)])
         added, values, state = results[len(credit)], results[-2], results[-1]
         self._learn(key, values)
         used = added[label]
@@ -258,30 +281,35 @@ class FleetGate:
             return paused.remaining
         # The factor before the state: read apart (PostgreSQL statements, each its own
         # snapshot), a factor older than the state is safe, a newer one could cut twice.
-        values, state = self._run([ReadValues(fleet_key(key), AIMD), ReadState(key)])
+        values, state = self._run([ReadValues(fleet_key(key), self._name(key)), ReadState(key)])
         text, aimd = self._learn(key, values)
-        event = self._event(aimd, state, seconds)
+        event = self._event(key, aimd, state, seconds)
         swap = [] if event == aimd else [self._swap(key, text, event)]
         results = self._run([*swap, *counted, op])
         paused = results[-1]
         if swap and results[0]:
             with self._lock:
-                self._known[key] = (event.to_text(), event)
+                self._known[(key, self._name(key))] = (event.to_text(), event)
         elif swap and paused.started:  # our 429 opened the pause, but the factor moved meanwhile
             self._throttle_again(key, state, seconds)
         return paused.remaining
 
-    def _event(self, aimd: AimdState, state: StoreState, seconds: float) -> AimdState:
+    def _event(self, key: str, aimd: AimdState, state: StoreState, seconds: float) -> AimdState:
         until = max(state.pause_until, state.now + max(seconds, 0.0))
-        return aimd.throttled(state.now, state.pause_until, until, self.aimd)
+        with self._lock:
+            interval, discovering = self._paces.get(key, (0.0, False))
+        per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: assume 1/s
+        return aimd.throttled(state.now, state.pause_until, until, self.aimd,
+                              sends_per_second=per_second, discovering=discovering)
 
     def _throttle_again(self, key: str, state: StoreState, seconds: float, tries: int = 3) -> None:
         """Apply a 429 event on a fresher AIMD state (a success credit raced with it)."""
         for _ in range(tries):
-            text, aimd = self._learn(key, self._run([ReadValues(fleet_key(key), AIMD)])[0])
+            name = self._name(key)
+            text, aimd = self._learn(key, self._run([ReadValues(fleet_key(key), name)])[0], name)
             if (aimd.throttled_at or float("-inf")) >= state.now:
                 return  # a later 429 was counted meanwhile: its cut stands for ours
-            event = self._event(aimd, state, seconds)
+            event = self._event(key, aimd, state, seconds)
             if event == aimd or self._run([self._swap(key, text, event)])[0]:
                 return
 
@@ -294,7 +322,8 @@ class FleetGate:
     def record(self, key: str, report: Report, *, worker: str | None = None,
                leaving: bool = False) -> FleetStats:
         with self._lock:
-            known = self._known.get(key)
+            known = self._known.get((key, DISCOVERED if self._paces.get(key, (0.0, False))[1]
+                                     else AIMD))
         ops = [*self._credit(key, known, report), *self._counted(key, report)]
         if worker is not None:
             name = WORKER + worker
@@ -319,14 +348,16 @@ class FleetGate:
 
     def _stats_of(self, key: str, results: Sequence[Any]) -> FleetStats:
         state, counters, values = results
-        factor = self._learn(key, values)[1].factor
+        factor = self._learn(key, values, AIMD)[1].factor
+        learned = self._learn(key, values, DISCOVERED)[1].factor if DISCOVERED in values else None
         window, requests, successes, throttled = window_totals(state.now, counters)
         running = state.pause_until > state.now
         return FleetStats(
             now=state.now, window_seconds=window, requests=requests, successes=successes,
             throttled=throttled, rate_factor=factor, pause_until=state.pause_until,
             pause_cause=state.cause if running else "",
-            workers_active=sum(1 for name in values if name.startswith(WORKER)))
+            workers_active=sum(1 for name in values if name.startswith(WORKER)),
+            learned_rate=learned)
 
     # -- shared values -----------------------------------------------------------------------------
 

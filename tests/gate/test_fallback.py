@@ -46,9 +46,10 @@ class FlakyGate:
             raise GateError("the flaky store is down", backend="flaky")
 
     def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
-                report: Report | None = None, cap: Cap | None = None) -> Reservation:
+                report: Report | None = None, cap: Cap | None = None,
+                **pace: Any) -> Reservation:
         self._call()
-        return self.store.reserve(key, interval, horizon, report=report, cap=cap)
+        return self.store.reserve(key, interval, horizon, report=report, cap=cap, **pace)
 
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
         return self.reserve(key, interval, horizon).wait

@@ -61,20 +61,40 @@ def _gate(server: ServerLike, local: FakeClock | None = None, **aimd: float) -> 
 
 
 def test_the_aimd_steps_with_plain_numbers() -> None:
-    a = Aimd(decrease=0.5, hold_seconds=1.0, recent_seconds=3.0, increase_per_second=0.1)
-    first = AimdState().throttled(100.0, 0.0, 101.0, a)
+    a = Aimd(decrease=0.5, hold_seconds=1.0, recent_seconds=3.0, increase_per_second=0.1,
+             recover_seconds=2.0, probe_after_seconds=0.0)
+    first = AimdState().throttled(100.0, 0.0, 101.0, a, 10.0)
     assert (first.factor, first.throttled_at) == (1.0, 100.0)  # a first 429 only pauses
-    cut = first.throttled(100.5, 100.0, 102.0, a)
-    assert cut == AimdState(0.5, 100.5, 100.5, 102.0)
-    assert cut.throttled(101.0, 100.9, 103.0, a) == AimdState(0.5, 100.5, 101.0, 102.0)  # hold
+    cut = first.throttled(100.5, 100.0, 102.0, a, 10.0)  # resumed at 100, refused 0.5 s later
+    # n = 5 sends allowed since: the limit is about 1 - 1/5 of the pace; half way back to 0.99.
+    assert cut == AimdState(0.8, 100.5, 100.5, 102.0, (0.8 + 0.99) / 2)
+    assert cut.throttled(101.0, 100.9, 103.0, a) == AimdState(0.8, 100.5, 101.0, 102.0,
+                                                              cut.target)  # the hold
     assert cut.throttled(101.0, 101.5, 103.0, a) is cut  # during a pause: the same burst
     assert cut.credited(101.0, 5, a) is cut  # the pause that came with the cut still runs
-    up = cut.credited(102.5, 5, a)
-    assert up.factor == pytest.approx(0.55) and up.increased_at == 102.5
-    assert up.credited(200.0, 5, a).factor == pytest.approx(0.65)  # at most one second
+    up = cut.credited(103.0, 5, a)  # one second: half the way to the target (2 s)
+    assert up.factor == pytest.approx(0.8 + (0.895 - 0.8) / 2) and up.increased_at == 103.0
+    assert up.credited(200.0, 5, a).factor == pytest.approx(up.factor + (0.895 - up.factor) / 2)
     assert up.credited(200.0, 0, a) is up  # no success, no credit
+    at = AimdState(0.895, increased_at=0.0, throttled_at=0.0, target=0.895)
+    assert at.credited(1.0, 1, a).factor == pytest.approx(0.895 * 1.1)  # above it: probing
     assert AimdState().credited(5.0, 3, a) == AimdState()  # at the configured rate: nothing
     assert AimdState(0.9, increased_at=0.0).credited(1e9, 1, Aimd(increase_per_second=1.0)).factor == 1.0
+    lone = cut.throttled(200.0, 102.0, 201.0, a, 10.0)  # 98 s of calm: isolated
+    assert (lone.factor, lone.target) == (pytest.approx(0.8 * 0.99), pytest.approx(0.8 * 0.99))
+
+
+def test_discovery_grows_until_the_first_429_then_settles_under_it() -> None:
+    a = Aimd(growth_per_second=0.25, discover_cut=0.8, probe_after_seconds=60.0)
+    state = AimdState(1.0, increased_at=0.0)  # one request per second to start with
+    for second in range(1, 11):
+        state = state.credited(float(second), 1, a, max_factor=1000.0)
+    assert state.factor == pytest.approx(1.25 ** 10)  # ~9.3/s after ten clean seconds
+    throttled = state.throttled(10.5, 0.0, 11.5, a, state.factor, discovering=True)
+    assert throttled.factor == pytest.approx(0.8 * 1.25 ** 10) == throttled.target
+    # After it: no fast growth any more, and no probe before probe_after_seconds.
+    assert throttled.credited(20.0, 1, a, max_factor=1000.0).factor == throttled.factor
+    assert throttled.credited(80.0, 1, a, max_factor=1000.0).factor > throttled.factor
 
 
 def test_the_window_counts_one_second_buckets() -> None:
