@@ -85,6 +85,12 @@ class Pacer:
     #: lazily): its first slot is followed by this much more spacing (at most 5 % of the
     #: interval), so the next worker's send does not land too close behind it.
     first_send_seconds = 0.005
+    #: A reserved slot fired this much later than usual is given up (see ``slot``)...
+    late_send_seconds = 0.015
+    #: ... plus this share of the interval between two sends of the fleet, up to 10 ms more.
+    #: Giving up a slot costs one interval; the longer it is, the more lateness is worth
+    #: the risk of a 429 (which costs a pause of the whole fleet).
+    late_send_interval_share = 0.05
     #: A send checked longer ago than this before it enters the transport is checked again
     #: (a worker starved of CPU between its check and its send must not send into a pause).
     recheck_after_seconds = 0.01
@@ -104,7 +110,6 @@ class Pacer:
         self.worker_id = ""
         self._timing = SlotTiming()
         self._factor = 1.0  # the adaptive factor (or discovered rate) the gate said last
-        self._guard = 0.0  # the spacing added after this worker's last slot
         self._sent = 0  # slots this worker has used
         self._sampling = False
         self._next_sample = self._last_beat = -math.inf
@@ -147,7 +152,7 @@ class Pacer:
                 state = await self._timed(self.state)  # at once (a pause may come meanwhile)
             if state.pause_remaining > 0 or state.epoch != slot.epoch:
                 continue
-            on_time = self._timing.on_time(self.clock.now() - deadline, self._guard)
+            on_time = self._timing.on_time(self.clock.now() - deadline, self._tolerance)
             if given_up or on_time:
                 self._sent += 1
                 return slot.epoch
@@ -158,21 +163,22 @@ class Pacer:
         return self.clock.now() + self._timing.sync.offset
 
     @property
+    def _tolerance(self) -> float:
+        """How much later than usual a send may fire before its slot is given up."""
+        extra = min(0.01, self.late_send_interval_share * self.interval / self._factor)
+        return self.late_send_seconds + extra
+
+    @property
     def interval(self) -> float:
         """The fleet's configured spacing; one second when discovering (the factor is the rate)."""
         return 1.0 if self.rate.discovering else self.rate.interval
 
     def _spacing(self) -> float:
-        """This worker's spacing after its next slot: its guard (see ``SlotTiming.guard``),
-        none when the policy asks for no margin at all (``safety_margin=0``: exactly at
-        the rate); the guard is the lateness tolerance of its sends either way."""
-        interval = self.interval / self._factor
-        self._guard = self._timing.guard(interval)
-        if self.rate.safety_margin == 0 and not self.rate.discovering:
+        """Extra spacing after this worker's next slot: after its first only (its first
+        connection), and none when the policy asks for no margin (``safety_margin=0``)."""
+        if self._sent or (self.rate.safety_margin == 0 and not self.rate.discovering):
             return 0.0
-        if self._sent == 0:
-            return self._guard + min(self.first_send_seconds, 0.05 * interval)
-        return self._guard
+        return min(self.first_send_seconds, 0.05 * self.interval / self._factor)
 
     async def recheck(self, checked_at: float, epoch: int) -> bool:
         """Right before a send enters the transport: still clear to send?

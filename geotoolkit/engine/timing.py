@@ -3,9 +3,7 @@ late its sends usually fire, and the counts it has not reported yet. Stdlib only
 
 from __future__ import annotations
 
-import bisect
 import math
-from collections import deque
 from dataclasses import dataclass
 
 from geotoolkit.gate.base import Report
@@ -68,18 +66,10 @@ class SlotTiming:
     ``observe`` every gate call (our ``start`` and ``end``, the store's ``server``
     stamp): it feeds the ``ClockSync`` (``local``) and a moving average of the
     round trip, so the pause check before a send can start that much early
-    (``lead``, at most ``max_lead``). ``on_time(late, tolerance)`` counts a send
-    ``late`` seconds after its slot and tells whether it is within ``tolerance`` of
-    the usual lateness: the mean of the sends so far and a prior of 0 (strict at the
-    start, when a fleet starting together is late), then of the last ``memory`` sends.
-
-    ``guard(interval)`` is the spacing this worker adds after each of its slots: a
-    send later than usual by ``x`` moves closer to the next one (another worker's,
-    on time) by ``x``, which a strict limiter (a leaky bucket without burst) refuses.
-    The guard costs ``guard / interval`` of the rate on every send; a send later
-    than usual (the median of the recent sends) by more than the guard is given up
-    (its slot passes unused), which costs one slot. The guard is the one that costs
-    least over the recent sends.
+    (``lead``, at most ``max_lead``). ``on_time(late, tolerance)`` tells whether a
+    send ``late`` seconds after its slot is within ``tolerance`` of the usual
+    lateness: the mean of the sends so far and a prior of 0 (strict at the start,
+    when a fleet starting together is late), then of the last ``memory`` sends.
 
     >>> timing = SlotTiming()
     >>> timing.observe(start=1.0, end=1.004, server=1.002)
@@ -87,24 +77,13 @@ class SlotTiming:
     (0.004, 2.0)
     >>> timing.on_time(0.010, tolerance=0.015), timing.on_time(0.030, tolerance=0.015)
     (True, False)
-    >>> for late in [0.0010, 0.0012, 0.0011, 0.0013, 0.0010, 0.0009] * 5 + [0.030]:
-    ...     _ = timing.on_time(late, tolerance=0.015)
-    >>> round(timing.guard(0.1), 4)   # about the spread of the usual sends, not the outlier
-    0.0005
     """
 
-    #: The guard before this worker has sent anything, at most ``max_guard_share``.
-    first_guard = 0.002
-    #: The guard never takes more than this share of the interval, nor less than ``min_guard``.
-    max_guard_share = 0.05
-    min_guard = 0.0005
-
-    def __init__(self, max_lead: float = 0.01, memory: int = 10, samples: int = 64) -> None:
+    def __init__(self, max_lead: float = 0.01, memory: int = 10) -> None:
         self.max_lead, self.memory = max_lead, memory
         self.sync = ClockSync()
         self.rtt: float | None = None  # moving average of a gate call's round trip
         self.lateness, self._sends = 0.0, 0
-        self._late: deque[float] = deque(maxlen=samples)  # the recent sends' lateness
 
     def observe(self, start: float, end: float, server: float) -> None:
         self.sync.update(start, end, server)
@@ -123,24 +102,6 @@ class SlotTiming:
     def on_time(self, late: float, tolerance: float) -> bool:
         """Count a send ``late`` seconds after its slot; is it within ``tolerance`` of usual?"""
         usual = self.lateness
-        self._late.append(late)
         self._sends = min(self._sends + 1, self.memory)
         self.lateness += (late - usual) / (self._sends + 1)
         return late <= usual + tolerance
-
-    def guard(self, interval: float) -> float:
-        """The spacing to add after this worker's slots at ``interval`` (see the class)."""
-        if interval <= 0:
-            return 0.0
-        top = self.max_guard_share * interval
-        if not self._late:
-            return min(self.first_guard, top)
-        late = sorted(self._late)
-        n, usual = len(late), late[len(late) // 2]
-        excess = [x - usual for x in late]
-
-        def cost(guard: float) -> float:  # the spacing, and the sends given up
-            return guard / interval + (n - bisect.bisect_right(excess, guard)) / n
-
-        candidates = {min(max(x, self.min_guard), top) for x in excess}
-        return min(sorted(candidates), key=cost)
