@@ -208,9 +208,10 @@ class Aimd:
       isolated 429, instead of being fixed.
     - **In a sequence** (a calm up to ``recent_seconds``: 429s keep coming, the fleet
       is well over the limit): the cut follows the evidence, between ``nudge`` and
-      ``decrease`` (the deepest single cut), and successes climb back fast half way
-      to the ceiling (a bisection: the evidence of a window's burst can cut too deep;
-      if half way is still too fast, the next 429 says so).
+      ``decrease`` (the deepest single cut), and stands (a fast climb back would meet
+      the same 429s again). The evidence is exact for a leaky bucket with a burst of
+      one, the algorithm of most API gateways; a window limiter refuses after its
+      whole burst, which looks like a smaller overshoot per send, so it cuts deeper.
 
     At most one cut per ``hold_seconds``. Above the level it recovers to, once
     ``probe_after_seconds`` have passed since the last 429, every second of

@@ -160,8 +160,8 @@ class AimdState:
         >>> AimdState().throttled(10.0, 0.0, 11.0, a)               # a first 429 only pauses
         AimdState(factor=1.0, decreased_at=None, throttled_at=10.0, increased_at=None, target=None)
         >>> cut = AimdState(throttled_at=9.0).throttled(11.4, 11.0, 12.4, a, 10.0)   # soon after
-        >>> round(cut.factor, 3), round(cut.target, 3)   # back half way to 0.99
-        (0.75, 0.87)
+        >>> round(cut.factor, 3), cut.target == cut.factor
+        (0.75, True)
         >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, 10.0)  # alone
         >>> lone.factor, lone.target
         (0.99, 0.99)
@@ -181,10 +181,8 @@ class AimdState:
                            increased_at=new_until, target=factor)
         calm = now - max(previous_until, self.throttled_at)
         factor = max(aimd.min_factor, self.factor * aimd.cut(calm, sends_per_second))
-        ceiling = self.factor * (1.0 - aimd.below_ceiling)  # just under where 429s began
-        # Isolated: back just under the ceiling. In a sequence the evidence may have cut
-        # too deep (a window's burst looks like a small n): back half way to the ceiling.
-        target = ceiling if aimd.isolated(calm) else (factor + ceiling) / 2
+        # Isolated: back just under where 429s began. In a sequence, the evidence stands.
+        target = self.factor * (1.0 - aimd.below_ceiling) if aimd.isolated(calm) else factor
         target = max(factor, target)
         return replace(state, factor=factor, decreased_at=now, increased_at=new_until,
                        target=target)

@@ -87,9 +87,12 @@ def test_adaptive_pacing_finds_a_limit_half_the_configured_rate() -> None:
                            .run(queries(300), events.append))
     assert len(outcomes) == 300 and all(o.status == "matched" for o in outcomes)
     # A handful of 429s to find the limit, not one per second of the run.
-    assert provider.count(429) <= 8
+    assert provider.count(429) <= 6
     span = provider.log[-1][0] - provider.log[0][0]
-    assert provider.count(200) / span / 5 >= 0.85  # and the quota is used
+    # And most of the quota is used. A sliding window refuses after its whole burst (5
+    # sends, whatever the pace), which the cut reads as a larger overshoot than it is:
+    # the fleet settles around 4.1/s here (on a leaky bucket the evidence is exact).
+    assert provider.count(200) / span / 5 >= 0.75
     allowed = [e.allowed_rate for e in events if isinstance(e, FleetSampled)]
     assert all(a is not None and a <= 10.0 for a in allowed)  # never above the configured rate
     low = allowed.index(min(allowed))  # type: ignore[type-var]

@@ -66,18 +66,18 @@ def test_the_aimd_steps_with_plain_numbers() -> None:
     first = AimdState().throttled(100.0, 0.0, 101.0, a, 10.0)
     assert (first.factor, first.throttled_at) == (1.0, 100.0)  # a first 429 only pauses
     cut = first.throttled(100.5, 100.0, 102.0, a, 10.0)  # resumed at 100, refused 0.5 s later
-    # n = 5 sends allowed since: the limit is about 1 - 1/5 of the pace; half way back to 0.99.
-    assert cut == AimdState(0.8, 100.5, 100.5, 102.0, (0.8 + 0.99) / 2)
+    # n = 5 sends allowed since: the limit is about 1 - 1/5 of the pace, and that stands.
+    assert cut == AimdState(0.8, 100.5, 100.5, 102.0, 0.8)
     assert cut.throttled(101.0, 100.9, 103.0, a) == AimdState(0.8, 100.5, 101.0, 102.0,
                                                               cut.target)  # the hold
     assert cut.throttled(101.0, 101.5, 103.0, a) is cut  # during a pause: the same burst
     assert cut.credited(101.0, 5, a) is cut  # the pause that came with the cut still runs
-    up = cut.credited(103.0, 5, a)  # one second: half the way to the target (2 s)
-    assert up.factor == pytest.approx(0.8 + (0.895 - 0.8) / 2) and up.increased_at == 103.0
-    assert up.credited(200.0, 5, a).factor == pytest.approx(up.factor + (0.895 - up.factor) / 2)
+    up = cut.credited(103.0, 5, a)  # at the target already: probing, +10 % a second
+    assert up.factor == pytest.approx(0.88) and up.increased_at == 103.0
+    assert up.credited(200.0, 5, a).factor == pytest.approx(0.88 * 1.1)  # at most one second
     assert up.credited(200.0, 0, a) is up  # no success, no credit
-    at = AimdState(0.895, increased_at=0.0, throttled_at=0.0, target=0.895)
-    assert at.credited(1.0, 1, a).factor == pytest.approx(0.895 * 1.1)  # above it: probing
+    low = AimdState(0.5, increased_at=0.0, throttled_at=0.0, target=0.9)
+    assert low.credited(1.0, 1, a).factor == pytest.approx(0.7)  # under the target: fast
     assert AimdState().credited(5.0, 3, a) == AimdState()  # at the configured rate: nothing
     assert AimdState(0.9, increased_at=0.0).credited(1e9, 1, Aimd(increase_per_second=1.0)).factor == 1.0
     lone = cut.throttled(200.0, 102.0, 201.0, a, 10.0)  # 98 s of calm: isolated
