@@ -154,7 +154,8 @@ def _throttle_text(view: KeyView) -> str:
     if view.throttled_per_success is None:
         return f"429s per success: none succeeded ({view.throttled} 429s {window})"
     if not view.throttled:
-        answers = f"{view.successes} successes" if view.successes else "no answer"
+        answers = (f"{view.successes} success{'es' if view.successes != 1 else ''}"
+                   if view.successes else "no answer")
         return f"429s per success 0 ({answers} {window})"
     return (f"429s per success {_num(view.throttled_per_success)} "
             f"({view.throttled} per {view.successes} {window})")

@@ -158,16 +158,21 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
 
     Examples
     --------
-    >>> import io, geotoolkit
+    >>> import geotoolkit
+    >>> from geotoolkit.clock import FakeClock
     >>> from geotoolkit.gate import MemoryGate, Report, gate_key
-    >>> gate = MemoryGate()
-    >>> _ = gate.record(gate_key("photon.komoot.io"), Report(3, 3, 0), worker="w1")
+    >>> gate = MemoryGate(clock=FakeClock(start=1_709_251_200.0))
+    >>> key = gate_key("photon.komoot.io")
+    >>> gate.reserve(key, 1.0, report=Report(1, 1, 0)).reserved
+    True
+    >>> _ = gate.record(key, Report(), worker="w1")
     >>> shown = geotoolkit.fleet_panel(gate, provider="photon")   # not in a notebook: text
-    gate memory | 1 key | ...
+    gate memory | 1 key | 2024-03-01 00:00:00 UTC
     geotoolkit:photon.komoot.io:anonymous
-      pace 0.3/1 req/s (30% of allowed: 1 req/s x factor 1, published)
-      factor 1 | 429s per success 0 (3 successes over 10 s) | 1 worker active
-      counted toward caps: 0 on ... (UTC day), 0 in ... (UTC month)
+      pace 1/1 req/s (100% of allowed: 1 req/s x factor 1, published)
+      factor 1 | 429s per success 0 (1 success over 1 s) | 1 worker active
+      counted toward caps: 0 on 2024-03-01 (UTC day), 0 in 2024-03 (UTC month)
+    >>> shown.stop()
     """
     selection = select(provider, rate)
     given = isinstance(gate, Gate)

@@ -47,6 +47,7 @@ from typing import Any, Literal
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate.base import FleetStats, Gate, Usage
 from geotoolkit.gate.strategy import fleet_key
+from geotoolkit.redact import redact
 
 __all__ = ["KEY_PREFIX", "RATE", "KeyStatus", "RateSource", "fleet_status", "host_of", "learned_rate"]
 
@@ -76,6 +77,7 @@ class KeyStatus:
     #: 429s per successful answer over the window (None: no success to compare with).
     throttled_per_success: float | None
     pause_remaining: float
+    #: Why the fleet pauses (text from a provider: redacted, as everything shown).
     pause_cause: str
     workers_active: int
     #: Sends counted against caps in the current UTC day and month.
@@ -101,7 +103,7 @@ class KeyStatus:
         return cls(key=key, pace=stats.pace, window_seconds=stats.window_seconds,
                    requests=stats.requests, successes=stats.successes, throttled=stats.throttled,
                    rate_factor=stats.rate_factor, throttled_per_success=ratio,
-                   pause_remaining=stats.pause_remaining, pause_cause=stats.pause_cause,
+                   pause_remaining=stats.pause_remaining, pause_cause=redact(stats.pause_cause),
                    workers_active=stats.workers_active, day=day, month=month,
                    host=host_of(key), rate=rate, rate_source=rate_source if rate else "",
                    allowed_rate=allowed, now=stats.now)
