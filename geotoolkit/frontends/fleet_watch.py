@@ -39,7 +39,17 @@ from geotoolkit.providers import POLICIES, PROVIDERS, get_provider
 from geotoolkit.redact import redact
 from geotoolkit.urls import backend_of, sqlite_path
 
-__all__ = ["WATCH_SECONDS", "add_status_parser", "fleet_panel", "run_status"]
+__all__ = [
+    "WATCH_SECONDS",
+    "Selection",
+    "add_status_parser",
+    "fleet_panel",
+    "provider_hosts",
+    "published_rates",
+    "run_status",
+    "select",
+    "status_source",
+]
 
 #: Seconds between two refreshes of ``--watch`` without a number.
 WATCH_SECONDS = 2.0
@@ -101,7 +111,7 @@ def select(provider: object = None, rate: float | None = None) -> Selection:
         name = provider.strip().lower()
         if name in PROVIDERS:
             return Selection(hosts=provider_hosts(name), rate=rate, label=name)
-        if "." in name and "/" not in name and ":" not in name:
+        if _is_host(name):
             return Selection(hosts=frozenset({name}), rate=rate, label=name)
         raise ConfigurationError(f"unknown provider {provider!r}: use one of "
                                  f"{', '.join(sorted(PROVIDERS))}, or a provider host")
@@ -112,6 +122,16 @@ def select(provider: object = None, rate: float | None = None) -> Selection:
     own = getattr(provider, "default_rate", None)
     return Selection(key=key, rate=rate if rate is not None else own,
                      label=str(getattr(provider, "name", "")) or None)
+
+
+def _is_host(text: str) -> bool:
+    """``geo.example.org``, ``localhost``, ``127.0.0.1:8080``: a host (and port), no URL.
+
+    >>> _is_host("127.0.0.1:8080"), _is_host("geo.internal"), _is_host("https://x.org/")
+    (True, True, False)
+    """
+    return bool(text) and not any(c in text for c in "/@ \t") and (
+        "." in text or ":" in text or text == "localhost")
 
 
 def _statuses(gate: Gate, selection: Selection) -> list[KeyStatus]:
