@@ -28,6 +28,7 @@ MODULES = [
     "geotoolkit.frontends.fleet_watch",
     "geotoolkit.display.widget",
     "geotoolkit.display.fleet_panel",
+    "geotoolkit.display.fleet_text",
     "geotoolkit.display.map",
     "geotoolkit.display.text",
     "geotoolkit.display.sinks",

@@ -22,14 +22,15 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
-from geotoolkit.display.fleet_panel import FleetPanel, FleetText, StatusSource, status_text
-from geotoolkit.display.sinks import in_notebook
+from geotoolkit.display.environment import in_notebook
+from geotoolkit.display.fleet_text import FleetText, StatusSource, status_text
 from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import Gate, open_gate
 from geotoolkit.gate.sqlite import default_gate_path
@@ -38,6 +39,9 @@ from geotoolkit.orchestration.options import GATE_URL_ENV
 from geotoolkit.providers import POLICIES, PROVIDERS, get_provider
 from geotoolkit.redact import redact
 from geotoolkit.urls import backend_of, sqlite_path
+
+if TYPE_CHECKING:
+    from geotoolkit.display.fleet_panel import FleetPanel
 
 __all__ = [
     "WATCH_SECONDS",
@@ -70,6 +74,8 @@ class Selection:
     hosts: frozenset[str] | None = None
     rate: float | None = None
     label: str | None = None
+    #: Published rates by host (``published_rates()``), looked up once.
+    published: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
 
 def _key_host(name: str) -> set[str]:
@@ -105,14 +111,15 @@ def select(provider: object = None, rate: float | None = None) -> Selection:
     service's keys), a host (its keys), or a provider instance (its own key, at its rate)."""
     if rate is not None and not (isinstance(rate, int | float) and rate > 0 and rate < float("inf")):
         raise ConfigurationError(f"rate must be a number of requests/s > 0, got {rate!r}")
+    published = MappingProxyType(published_rates())
     if provider is None:
-        return Selection(rate=rate)
+        return Selection(rate=rate, published=published)
     if isinstance(provider, str):
         name = provider.strip().lower()
         if name in PROVIDERS:
-            return Selection(hosts=provider_hosts(name), rate=rate, label=name)
+            return Selection(hosts=provider_hosts(name), rate=rate, label=name, published=published)
         if _is_host(name):
-            return Selection(hosts=frozenset({name}), rate=rate, label=name)
+            return Selection(hosts=frozenset({name}), rate=rate, label=name, published=published)
         raise ConfigurationError(f"unknown provider {provider!r}: use one of "
                                  f"{', '.join(sorted(PROVIDERS))}, or a provider host")
     key = getattr(provider, "gate_key", None)
@@ -121,7 +128,7 @@ def select(provider: object = None, rate: float | None = None) -> Selection:
                                  f"{type(provider).__name__}")
     own = getattr(provider, "default_rate", None)
     return Selection(key=key, rate=rate if rate is not None else own,
-                     label=str(getattr(provider, "name", "")) or None)
+                     label=str(getattr(provider, "name", "")) or None, published=published)
 
 
 def _is_host(text: str) -> bool:
@@ -136,7 +143,7 @@ def _is_host(text: str) -> bool:
 
 def _statuses(gate: Gate, selection: Selection) -> list[KeyStatus]:
     return fleet_status(gate, selection.key, hosts=selection.hosts, rate=selection.rate,
-                        published=published_rates())
+                        published=selection.published)
 
 
 def status_source(gate: Gate, selection: Selection) -> StatusSource:
@@ -201,6 +208,8 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     source = status_source(opened, selection)
     close = None if given else opened.close  # a gate we opened is closed by stop()
     if display and in_notebook():
+        from geotoolkit.display.fleet_panel import FleetPanel  # ipywidgets: only in a notebook
+
         return FleetPanel(source, title=title, refresh_seconds=refresh_seconds, on_stop=close)
     return FleetText(source, title=title, on_stop=close)
 

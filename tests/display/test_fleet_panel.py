@@ -16,7 +16,8 @@ import pytest
 
 import geotoolkit
 from geotoolkit.clock import FakeClock
-from geotoolkit.display.fleet_panel import FleetPanel, FleetText
+from geotoolkit.display.fleet_panel import FleetPanel
+from geotoolkit.display.fleet_text import FleetText
 from geotoolkit.errors import GateError
 from geotoolkit.frontends.fleet_watch import Selection, select, status_source
 from geotoolkit.gate import Cap, Gate, MemoryGate, Report, SQLiteGate, gate_key
@@ -38,7 +39,7 @@ def gate(request: pytest.FixtureRequest, tmp_path: Path) -> Gate:
 
 
 def panel_over(gate: Gate, selection: Selection | None = None, **options: Any) -> FleetPanel:
-    return FleetPanel(status_source(gate, selection or Selection()), display=False, start=False,
+    return FleetPanel(status_source(gate, selection or select()), display=False, start=False,
                       time_fn=lambda: START, **options)
 
 
@@ -113,7 +114,7 @@ def test_a_failing_gate_is_shown_and_the_last_figures_kept() -> None:
 
 
 def _signalling(gate: Gate, refreshed: threading.Event) -> Callable[[], list[dict[str, Any]]]:
-    source = status_source(gate, Selection())
+    source = status_source(gate, select())
 
     def read() -> list[dict[str, Any]]:
         rows = list(source())
