@@ -15,7 +15,16 @@ from typing import Any
 
 import pytest
 
-from geotoolkit import Backoff, Failure, FakeClock, Match, MemoryGate, NoMatch, Query, RatePolicy
+from geotoolkit import (
+    Backoff,
+    Failure,
+    FakeClock,
+    Match,
+    MemoryGate,
+    NoMatch,
+    Query,
+    RatePolicy,
+)
 from geotoolkit.engine import Engine
 from geotoolkit.engine.batching import SPLIT_ATTEMPTS, deadline_seconds, max_response_bytes
 from geotoolkit.engine.settings import EngineSettings
@@ -23,6 +32,7 @@ from geotoolkit.errors import ConfigurationError, QuotaExceededError
 from geotoolkit.gate.base import Cap
 from geotoolkit.progress import Event, ItemFinished, Throttled
 from geotoolkit.providers import Census, Mapbox
+from geotoolkit.results import ReverseQuery
 from geotoolkit.store.memory import MemoryStore
 from geotoolkit.testing import ProviderSimulator
 
@@ -251,3 +261,18 @@ def test_a_reservation_counts_its_cost_against_the_cap(clock: FakeClock) -> None
     with pytest.raises(QuotaExceededError):
         gate.reserve("k", 1.0, cap=Cap(10), cost=6)
     assert gate.usage("k").used == 5  # refused: nothing counted
+
+
+def test_mapbox_batches_points_too_and_census_sends_them_alone(sim: ProviderSimulator,
+                                                              clock: FakeClock) -> None:
+    points: list[Query | ReverseQuery | str] = [ReverseQuery(9.52197, 47.13976), ReverseQuery(10.0, 47.0),
+                                                Query(text=KNOWN)]
+    outcomes = asyncio.run(engine(Mapbox(sim.url, api_key="test-key"), clock).run(points))
+    (request,) = sim.requests
+    assert (request.path, request.rows) == ("/search/geocode/v6/batch", 3)
+    assert [o.status for o in outcomes] == ["matched", "no_match", "matched"]
+    assert (outcomes[0].lon, outcomes[0].lat) == sim.expected(KNOWN)
+    sim.reset()
+    census = asyncio.run(engine(Census(sim.url), clock).run([*points, Query(text=NOWHERE)]))
+    assert sorted(r.rows or 0 for r in sim.requests) == [2]  # the points are refused, never sent
+    assert [o.status for o in census] == ["failed", "failed", "matched", "no_match"]
