@@ -205,10 +205,12 @@ class Pacer:
         return await call_gate(self.gate.blocking, self.gate.state, self.key)
 
     async def _reserve(self, cost: int = 1) -> Reservation:
+        pace: dict[str, Any] = {"spacing": self._spacing(), "discover": self.rate.discovering}
+        if cost != 1:
+            pace["cost"] = cost  # a cap counts a batch by the provider's cost rule
         reserve = functools.partial(self.gate.reserve, self.key, self.interval * cost,
                                     self.rate.horizon_seconds, report=self.counts.take(),
-                                    cap=self.cap, spacing=self._spacing(),
-                                    discover=self.rate.discovering)
+                                    cap=self.cap, **pace)
         try:
             reservation = await call_gate(self.gate.blocking, reserve)
         except QuotaExceededError as exc:

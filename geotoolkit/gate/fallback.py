@@ -23,7 +23,7 @@ import math
 import threading
 import warnings
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from geotoolkit.clock import Clock, SystemClock
 from geotoolkit.errors import ConfigurationError, GateError
@@ -148,11 +148,14 @@ class FallbackGate:
     # -- the Gate protocol ----------------------------------------------------------
 
     def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
-                report: Report | None = None, cap: Cap | None = None, spacing: float = 0.0,
-                discover: bool = False) -> Reservation:
+                report: Report | None = None, cap: Cap | None = None, cost: int = 1,
+                spacing: float = 0.0, discover: bool = False) -> Reservation:
+        pace: dict[str, Any] = {"cost": cost} if cost != 1 else {}  # an inner gate may predate
+        pace |= {"spacing": spacing} if spacing else {}  # these arguments: passed only when set
+        pace |= {"discover": True} if discover else {}
+
         def inner() -> Reservation:
-            reservation = self.inner.reserve(key, interval, horizon, report=report, cap=cap,
-                                             spacing=spacing, discover=discover)
+            reservation = self.inner.reserve(key, interval, horizon, report=report, cap=cap, **pace)
             if cap is not None and reservation.usage is not None:
                 self._usage[(key, cap.period)] = reservation.usage
             return reservation
@@ -162,7 +165,7 @@ class FallbackGate:
             if known is not None:
                 self._local.seed_usage(key, known)
             return self._local.reserve(key, interval / self.share, horizon, report=report, cap=cap,
-                                       spacing=spacing, discover=discover)
+                                       cost=cost, spacing=spacing, discover=discover)
 
         return self._route(inner, local)
 
