@@ -189,43 +189,37 @@ class FleetStats:
 
 @dataclass(frozen=True)
 class Aimd:
-    """Adaptive pacing: cut in proportion to the evidence of a 429, climb back fast.
+    """Adaptive pacing: cut by what a 429 shows, then find the ceiling again.
 
     A throttle *event* is a 429 answered while no pause is active (429s that arrive
-    during a pause belong to the burst that published it). The first event on a key
-    only pauses (one 429 may be jitter, not a lower quota). After that an event cuts
-    ``rate_factor`` by what it shows, from the *calm* before it (the time since the
-    fleet resumed after the previous event) and the sends the fleet was allowed in
-    that calm, ``n``: on a leaky bucket with a burst of one, a pace ``p`` over a limit
-    ``L`` is refused after ``n = 1 / (1 - L/p)`` sends, so the evidence says the limit
-    is about ``1 - 1/n`` of the pace.
+    during a pause belong to the burst that published it). An event cuts
+    ``rate_factor`` by what it shows: ``n``, the successes since the fleet resumed
+    after the previous event (or since it started). On a leaky bucket with a burst of
+    one, the algorithm of most API gateways, a pace ``p`` over a limit ``L`` is refused
+    after ``n = 1 / (1 - L/p)`` sends, so the limit is about ``1 - 1/n`` of the pace;
+    the cut is that, at least ``below_ceiling`` (a 429 after a long calm: the fleet is
+    just over, or its sends jitter) and at most ``decrease`` (the deepest single cut).
 
-    - **Isolated** (a calm longer than ``recent_seconds``): the fleet is just over
-      the limit, or its sends jitter. The factor is cut by at least ``below_ceiling``
-      and at most ``nudge``, and the factor at the event becomes the *ceiling*:
-      successes climb back within seconds (``recover_seconds``) to ``below_ceiling``
-      under it, no higher. The margin under the limit is learned this way, 1 % per
-      isolated 429, instead of being fixed.
-    - **In a sequence** (a calm up to ``recent_seconds``: 429s keep coming, the fleet
-      is well over the limit): the cut follows the evidence, between ``nudge`` and
-      ``decrease`` (the deepest single cut), and stands (a fast climb back would meet
-      the same 429s again). The evidence is exact for a leaky bucket with a burst of
-      one, the algorithm of most API gateways; a window limiter refuses after its
-      whole burst, which looks like a smaller overshoot per send, so it cuts deeper.
+    The factor at the event is the *ceiling*. After the pause, and
+    ``climb_after_seconds`` more without a 429, successes climb back within seconds
+    (``recover_seconds``) to ``below_ceiling`` under it, no higher: if the cut was
+    too deep (a window limiter refuses after its whole burst, which reads as a
+    larger overshoot; one 429 may be a cold start's jitter), that wins it back; if
+    the ceiling is still too fast, the next 429 lowers it. The margin under the limit
+    is learned this way, instead of being fixed. At most one cut per ``hold_seconds``.
 
-    At most one cut per ``hold_seconds``. Above the level it recovers to, once
-    ``probe_after_seconds`` have passed since the last 429, every second of
-    successful answers raises the factor by ``increase_per_second`` of itself (a slow
-    probe: quotas grow, other clients leave), never above the configured rate.
+    Above that level, once ``probe_after_seconds`` have passed since the last 429,
+    every second of successes raises the factor by ``increase_per_second`` of itself
+    (a slow probe: quotas grow, other clients leave), never above the configured rate.
     When no rate is configured (the fleet discovers it, see ``RatePolicy``), the
     factor is the rate itself in requests per second; until the first 429 it grows
     by ``growth_per_second`` of itself per second of successes, and that first 429
-    cuts by ``discover_cut`` (back under the rate where 429s began).
+    cuts by at least ``discover_cut`` (back under the rate where 429s began).
     """
 
     decrease: float = 0.5
-    nudge: float = 0.03
     below_ceiling: float = 0.01
+    climb_after_seconds: float = 3.0
     recover_seconds: float = 2.0
     increase_per_second: float = 0.002
     probe_after_seconds: float = 60.0
@@ -233,38 +227,28 @@ class Aimd:
     discover_cut: float = 0.8
     min_factor: float = 0.05
     hold_seconds: float = 1.0
-    recent_seconds: float = 3.0
 
     def __post_init__(self) -> None:
         for name in ("decrease", "discover_cut", "min_factor"):
             if not 0 < getattr(self, name) <= 1:
                 raise ConfigurationError(f"Aimd.{name} must be in (0, 1]")
-        if not 0 <= self.below_ceiling <= self.nudge < 1:
-            raise ConfigurationError("Aimd needs 0 <= below_ceiling <= nudge < 1")
+        if not 0 <= self.below_ceiling < 1:
+            raise ConfigurationError("Aimd.below_ceiling must be in [0, 1)")
         for name in ("increase_per_second", "growth_per_second", "hold_seconds",
-                     "recent_seconds", "recover_seconds", "probe_after_seconds"):
+                     "climb_after_seconds", "recover_seconds", "probe_after_seconds"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigurationError(f"Aimd.{name} must be finite and >= 0")
 
-    def isolated(self, calm: float) -> bool:
-        """Whether an event after ``calm`` seconds of the fleet running stands alone."""
-        return calm > self.recent_seconds
-
-    def cut(self, calm: float, sends_per_second: float) -> float:
-        """The multiplier for an event after ``calm`` seconds at ``sends_per_second``.
+    def cut(self, sends: float) -> float:
+        """The multiplier for an event after ``sends`` successes since the fleet resumed.
 
         >>> a = Aimd()
-        >>> a.cut(0.1, 10.0), a.cut(0.5, 10.0), a.cut(2.0, 10.0)   # a sequence
-        (0.5, 0.8, 0.95)
-        >>> a.cut(30.0, 10.0), a.cut(4.0, 10.0)                    # isolated
-        (0.99, 0.975)
+        >>> a.cut(0), a.cut(2), a.cut(5), a.cut(20), a.cut(1000)
+        (0.5, 0.5, 0.8, 0.95, 0.99)
         """
-        sends = max(0.0, calm) * max(sends_per_second, 0.0)
         evidence = 1.0 - 1.0 / sends if sends > 1.0 else 0.0
-        if self.isolated(calm):
-            return min(1.0 - self.below_ceiling, max(1.0 - self.nudge, evidence))
-        return min(1.0 - self.nudge, max(self.decrease, evidence))
+        return min(1.0 - self.below_ceiling, max(self.decrease, evidence))
 
 
 @runtime_checkable

@@ -42,6 +42,8 @@ __all__ = [
     "cap_reached",
     "period_of",
     "stamp_of",
+    "successes_since",
+    "window_full",
     "window_names",
     "window_totals",
 ]
@@ -147,25 +149,24 @@ class AimdState:
         return replace(self, factor=min(max_factor, factor), increased_at=now)
 
     def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
-                  sends_per_second: float = 1.0, discovering: bool = False) -> AimdState:
+                  sends: float, discovering: bool = False) -> AimdState:
         """A 429 at ``now`` while the pause before it ran until ``previous_until``.
 
         During a pause it is part of the burst that published it: nothing changes.
-        Otherwise it is an event. The first one only pauses (discovering, it cuts
-        by ``Aimd.discover_cut``); later ones cut by ``Aimd.cut`` from the calm since
-        the fleet resumed, at most one per ``hold_seconds``. After a cut, successes
-        count only from ``new_until`` (the end of the pause it publishes).
+        Otherwise it is an event: a cut by ``Aimd.cut(sends)`` (``sends``: the
+        successes since the fleet resumed; discovering, a first 429 cuts at least by
+        ``Aimd.discover_cut``), at most one per ``hold_seconds``. Successes climb back
+        to just under the factor of the event from ``new_until`` (the end of the pause
+        it publishes) plus ``Aimd.climb_after_seconds``.
 
         >>> a = Aimd()
-        >>> AimdState().throttled(10.0, 0.0, 11.0, a)               # a first 429 only pauses
-        AimdState(factor=1.0, decreased_at=None, throttled_at=10.0, increased_at=None, target=None)
-        >>> cut = AimdState(throttled_at=9.0).throttled(11.4, 11.0, 12.4, a, 10.0)   # soon after
-        >>> round(cut.factor, 3), cut.target == cut.factor
-        (0.75, True)
-        >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, 10.0)  # alone
+        >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
+        >>> cut.factor, cut.target, cut.increased_at
+        (0.5, 0.99, 14.0)
+        >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, sends=500)
         >>> lone.factor, lone.target
         (0.99, 0.99)
-        >>> AimdState(throttled_at=9.0).throttled(10.0, 11.0, 12.0, a).throttled_at   # in a pause
+        >>> AimdState(throttled_at=9.0).throttled(10.0, 11.0, 12.0, a, 5).throttled_at   # in a pause
         9.0
         """
         if now < previous_until:
@@ -173,19 +174,13 @@ class AimdState:
         state = replace(self, throttled_at=now)
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
             return state
-        if self.throttled_at is None:
-            if not discovering:
-                return state
-            factor = self.factor * aimd.discover_cut
-            return replace(state, factor=max(aimd.min_factor, factor), decreased_at=now,
-                           increased_at=new_until, target=factor)
-        calm = now - max(previous_until, self.throttled_at)
-        factor = max(aimd.min_factor, self.factor * aimd.cut(calm, sends_per_second))
-        # Isolated: back just under where 429s began. In a sequence, the evidence stands.
-        target = self.factor * (1.0 - aimd.below_ceiling) if aimd.isolated(calm) else factor
-        target = max(factor, target)
-        return replace(state, factor=factor, decreased_at=now, increased_at=new_until,
-                       target=target)
+        multiplier = aimd.cut(sends)
+        if discovering and self.throttled_at is None:
+            multiplier = min(multiplier, aimd.discover_cut)
+        factor = max(aimd.min_factor, self.factor * multiplier)
+        target = max(factor, self.factor * (1.0 - aimd.below_ceiling))
+        return replace(state, factor=factor, decreased_at=now, target=target,
+                       increased_at=new_until + aimd.climb_after_seconds)
 
 
 def _instant(value: object) -> float | None:
@@ -246,6 +241,27 @@ def window_totals(now: float, counters: Mapping[str, int]) -> tuple[float, int, 
     if oldest is not None:
         window = max(BUCKET_SECONDS, min(WINDOW_SECONDS, now - oldest * BUCKET_SECONDS))
     return window, totals[0], totals[1], totals[2]
+
+
+def successes_since(now: float, since: float, counters: Mapping[str, int]) -> int:
+    """The successes counted in the window's buckets from the one holding ``since`` to ``now``.
+
+    >>> counts = {**bucket_counts(100.2, Report(3, 2, 1)), **bucket_counts(103.7, Report(4, 4, 0))}
+    >>> successes_since(104.0, 103.1, counts), successes_since(104.0, 0.0, counts)
+    (4, 6)
+    """
+    first = max(stamp_of(since), stamp_of(now) - SLOTS + 1)
+    return sum(counters.get(f"win:{s}:s", 0) for s in range(first, stamp_of(now) + 1))
+
+
+def window_full(now: float, counters: Mapping[str, int]) -> bool:
+    """Whether the fleet had successes in the window's oldest bucket (it has been sending
+    for the whole window, and likely longer).
+
+    >>> window_full(110.5, bucket_counts(101.2, Report(1, 1))), window_full(110.5, {})
+    (True, False)
+    """
+    return counters.get(f"win:{stamp_of(now) - SLOTS + 1}:s", 0) > 0
 
 
 # -- caps -----------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from geotoolkit.gate.fleet import (
     DISCOVER_MAX_RATE,
     DISCOVERED,
     DISCOVERED_TTL_SECONDS,
+    WINDOW_SECONDS,
     WINDOW_TTL_SECONDS,
     WORKER,
     AimdState,
@@ -63,6 +64,8 @@ from geotoolkit.gate.fleet import (
     bucket_counts,
     cap_reached,
     period_of,
+    successes_since,
+    window_full,
     window_names,
     window_totals,
 )
@@ -283,9 +286,11 @@ class FleetGate:
             return paused.remaining
         # The factor before the state: read apart (PostgreSQL statements, each its own
         # snapshot), a factor older than the state is safe, a newer one could cut twice.
-        values, state = self._run([ReadValues(fleet_key(key), self._name(key)), ReadState(key)])
+        values, state, counters = self._run([ReadValues(fleet_key(key), self._name(key)),
+                                             ReadState(key),
+                                             ReadCounters(key, window_names(self._now()))])
         text, aimd = self._learn(key, values)
-        event = self._event(key, aimd, state, seconds)
+        event = self._event(key, aimd, state, seconds, counters)
         swap = [] if event == aimd else [self._swap(key, text, event)]
         results = self._run([*swap, *counted, op])
         paused = results[-1]
@@ -293,25 +298,35 @@ class FleetGate:
             with self._lock:
                 self._known[(key, self._name(key))] = (event.to_text(), event)
         elif swap and paused.started:  # our 429 opened the pause, but the factor moved meanwhile
-            self._throttle_again(key, state, seconds)
+            self._throttle_again(key, state, seconds, counters)
         return paused.remaining
 
-    def _event(self, key: str, aimd: AimdState, state: StoreState, seconds: float) -> AimdState:
+    def _event(self, key: str, aimd: AimdState, state: StoreState, seconds: float,
+               counters: Mapping[str, int]) -> AimdState:
+        """The 429 event on ``aimd``: the successes since the fleet resumed are its evidence
+        (counted in the stats window; beyond it, the calm times the pace)."""
         until = max(state.pause_until, state.now + max(seconds, 0.0))
         with self._lock:
             interval, discovering = self._paces.get(key, (0.0, False))
-        per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: assume 1/s
-        return aimd.throttled(state.now, state.pause_until, until, self.aimd,
-                              sends_per_second=per_second, discovering=discovering)
+        resumed = max(state.pause_until, aimd.throttled_at or 0.0)
+        sends = float(successes_since(state.now, resumed, counters))
+        calm = state.now - resumed
+        if calm >= WINDOW_SECONDS and window_full(state.now, counters):
+            # Sending since before the window began: the calm, at the pace, says more.
+            per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: 1/s
+            sends = max(sends, calm * per_second)
+        return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
+                              discovering=discovering)
 
-    def _throttle_again(self, key: str, state: StoreState, seconds: float, tries: int = 3) -> None:
+    def _throttle_again(self, key: str, state: StoreState, seconds: float,
+                        counters: Mapping[str, int], tries: int = 3) -> None:
         """Apply a 429 event on a fresher AIMD state (a success credit raced with it)."""
         for _ in range(tries):
             name = self._name(key)
             text, aimd = self._learn(key, self._run([ReadValues(fleet_key(key), name)])[0], name)
             if (aimd.throttled_at or float("-inf")) >= state.now:
                 return  # a later 429 was counted meanwhile: its cut stands for ours
-            event = self._event(key, aimd, state, seconds)
+            event = self._event(key, aimd, state, seconds, counters)
             if event == aimd or self._run([self._swap(key, text, event)])[0]:
                 return
 
