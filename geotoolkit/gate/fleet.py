@@ -32,6 +32,7 @@ __all__ = [
     "DISCOVERED",
     "DISCOVERED_TTL_SECONDS",
     "DISCOVER_MAX_RATE",
+    "OK",
     "SLOTS",
     "WINDOW_SECONDS",
     "WINDOW_TTL_SECONDS",
@@ -61,6 +62,11 @@ CREDIT_SECONDS = 1.0
 #: The shared value holding the AIMD state, and how long it outlives its last change.
 AIMD = "aimd"
 AIMD_TTL_SECONDS = 86_400.0
+#: A counter of the key's successes, for as long as the fleet keeps sending (it lives as
+#: long as the window's buckets after the last report): the evidence of a 429 is the
+#: successes since the one before.
+OK = "ok"
+
 #: The shared value holding a discovered rate (an ``AimdState`` whose factor is requests
 #: per second), kept long so that the next run on the key starts from it.
 DISCOVERED = "rate"
@@ -85,8 +91,8 @@ class AimdState:
     the level successes climb back to quickly (just under the ceiling an isolated
     429 found); above it they only probe slowly (see ``Aimd``).
 
-    >>> AimdState.from_text(AimdState(0.5, 10.0, 10.0, 12.5, 0.7).to_text())
-    AimdState(factor=0.5, decreased_at=10.0, throttled_at=10.0, increased_at=12.5, target=0.7)
+    >>> AimdState.from_text(AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42).to_text())
+    AimdState(factor=0.5, decreased_at=10.0, throttled_at=10.0, increased_at=12.5, target=0.7, ok_at=42)
     >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
     True
     """
@@ -96,20 +102,22 @@ class AimdState:
     throttled_at: float | None = None
     increased_at: float | None = None
     target: float | None = None
+    ok_at: int | None = None  #: the key's ``OK`` counter at the last 429 event
 
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
-                           self.target])
+                           self.target, self.ok_at])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
         try:
             factor, decreased, throttled, increased, *rest = json.loads(text or "null")
             target = _instant(rest[0]) if rest else None
+            ok_at = rest[1] if len(rest) > 1 and isinstance(rest[1], int) else None
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
-                       _instant(increased), target)
+                       _instant(increased), target, ok_at)
         except (TypeError, ValueError):
             return cls()
 
@@ -149,7 +157,7 @@ class AimdState:
         return replace(self, factor=min(max_factor, factor), increased_at=now)
 
     def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
-                  sends: float, discovering: bool = False) -> AimdState:
+                  sends: float, discovering: bool = False, ok: int | None = None) -> AimdState:
         """A 429 at ``now`` while the pause before it ran until ``previous_until``.
 
         During a pause it is part of the burst that published it: nothing changes.
@@ -157,7 +165,8 @@ class AimdState:
         successes since the fleet resumed; discovering, a first 429 cuts at least by
         ``Aimd.discover_cut``), at most one per ``hold_seconds``. Successes climb back
         to just under the factor of the event from ``new_until`` (the end of the pause
-        it publishes) plus ``Aimd.climb_after_seconds``.
+        it publishes) plus ``Aimd.climb_after_seconds``. ``ok`` (the key's ``OK``
+        counter now) is kept, so the next event counts the successes since this one.
 
         >>> a = Aimd()
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
@@ -171,16 +180,17 @@ class AimdState:
         """
         if now < previous_until:
             return self
-        state = replace(self, throttled_at=now)
+        state = replace(self, throttled_at=now, ok_at=ok)
+        climb = new_until + aimd.climb_after_seconds
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
-            return state
+            # No second cut so soon, but no climbing during this pause either.
+            return replace(state, increased_at=max(self.increased_at or climb, climb))
         multiplier = aimd.cut(sends)
         if discovering and self.throttled_at is None:
             multiplier = min(multiplier, aimd.discover_cut)
         factor = max(aimd.min_factor, self.factor * multiplier)
         target = max(factor, self.factor * (1.0 - aimd.below_ceiling))
-        return replace(state, factor=factor, decreased_at=now, target=target,
-                       increased_at=new_until + aimd.climb_after_seconds)
+        return replace(state, factor=factor, decreased_at=now, target=target, increased_at=climb)
 
 
 def _instant(value: object) -> float | None:

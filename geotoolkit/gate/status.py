@@ -23,11 +23,13 @@ False
 
 The allowed rate is the rate the fleet paces at times the adaptive factor. No gate
 stores the configured rate, so it comes from what the caller knows (``rate=``, a
-provider's published rate by host in ``published=``) or from a rate the fleet learned
-and kept as the shared value ``rate`` of the key's fleet namespace (``<key>#fleet``);
-with none of them it is unknown (``None``):
+provider's published rate by host in ``published=``) or from a rate the fleet
+discovered because none was configured (kept as the shared value ``rate`` of the
+key's fleet namespace, ``<key>#fleet``: see ``RatePolicy``); with none of them it is
+unknown (``None``):
 
->>> gate.set_value(f"{key}#fleet", "rate", "4.0", ttl_seconds=60)
+>>> from geotoolkit.gate.fleet import DISCOVERED, AimdState
+>>> gate.set_value(f"{key}#fleet", DISCOVERED, AimdState(4.0).to_text(), ttl_seconds=60)
 True
 >>> [status] = fleet_status(gate, published={"api.example.com": 2.0})
 >>> status.host, status.rate, status.rate_source, status.allowed_rate
@@ -39,22 +41,18 @@ True
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate.base import FleetStats, Gate, Usage
-from geotoolkit.gate.strategy import fleet_key
 from geotoolkit.redact import redact
 
-__all__ = ["KEY_PREFIX", "RATE", "KeyStatus", "RateSource", "fleet_status", "host_of", "learned_rate"]
+__all__ = ["KEY_PREFIX", "KeyStatus", "RateSource", "fleet_status", "host_of"]
 
 #: Every gate key starts with this (``geotoolkit.keys.gate_key``).
 KEY_PREFIX = "geotoolkit:"
-#: The shared value (in the key's fleet namespace) where a learned rate is kept.
-RATE = "rate"
 
 #: Where a key's rate came from: given by the caller, learned by the fleet, published by
 #: the provider, or ``""``: unknown.
@@ -146,8 +144,9 @@ def fleet_status(
     published
         Published rates by provider host, used for a key that learned none.
 
-    Each key costs two round trips: its stats and cap counts (one ``snapshot``, or
-    two reads and a stats call on a gate that has none), and its learned rate.
+    Each key costs one round trip: its stats (with the rate its fleet discovered, if
+    it had to) and cap counts (one ``snapshot``; two reads and a stats call on a gate
+    that has none).
     """
     keys = [key] if key is not None else _keys(gate)
     if hosts is not None:
@@ -160,7 +159,7 @@ def _status(gate: Gate, key: str, rate: float | None, published: Mapping[str, fl
     stats, day, month = _snapshot(gate, key)
     source: RateSource = "configured"
     if rate is None:
-        rate, source = _learned(gate, key), "learned"
+        rate, source = stats.learned_rate, "learned"
     if rate is None:
         rate, source = published.get(host_of(key)), "published"
     return KeyStatus.of(key, stats, day, month, rate=rate, rate_source=source)
@@ -176,32 +175,6 @@ def host_of(key: str) -> str:
         return ""
     host, _, _ = key[len(KEY_PREFIX):].rpartition(":")
     return host
-
-
-def learned_rate(text: str | None) -> float | None:
-    """The rate in the shared value ``rate``: a number, as text or JSON (or in a JSON
-    object under ``"rate"``); ``None`` for anything else (absent, garbled, not > 0).
-
-    >>> learned_rate("2.5"), learned_rate('{"rate": 0.8, "at": 1}'), learned_rate("soon")
-    (2.5, 0.8, None)
-    """
-    try:
-        value: Any = json.loads(text) if text is not None else None
-    except ValueError:
-        return None
-    if isinstance(value, dict):
-        value = value.get(RATE)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) and value > 0 else None
-
-
-def _learned(gate: Gate, key: str) -> float | None:
-    values = getattr(gate, "values", None)
-    if values is None:
-        return None
-    found: Mapping[str, str] = values(fleet_key(key), RATE)
-    return learned_rate(found.get(RATE))
 
 
 def _keys(gate: Gate) -> list[str]:

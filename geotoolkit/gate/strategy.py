@@ -56,6 +56,7 @@ from geotoolkit.gate.fleet import (
     DISCOVER_MAX_RATE,
     DISCOVERED,
     DISCOVERED_TTL_SECONDS,
+    OK,
     WINDOW_SECONDS,
     WINDOW_TTL_SECONDS,
     WORKER,
@@ -186,7 +187,8 @@ class FleetGate:
     def _counted(self, key: str, report: Report | None) -> list[Op]:
         if not report:
             return []
-        return [AddCounters.of(key, bucket_counts(self._now(), report), WINDOW_TTL_SECONDS)]
+        counts = {**bucket_counts(self._now(), report), OK: report.successes}
+        return [AddCounters.of(key, counts, WINDOW_TTL_SECONDS)]
 
     # -- reservations ------------------------------------------------------------------------------
 
@@ -288,7 +290,7 @@ class FleetGate:
         # snapshot), a factor older than the state is safe, a newer one could cut twice.
         values, state, counters = self._run([ReadValues(fleet_key(key), self._name(key)),
                                              ReadState(key),
-                                             ReadCounters(key, window_names(self._now()))])
+                                             ReadCounters(key, (*window_names(self._now()), OK))])
         text, aimd = self._learn(key, values)
         event = self._event(key, aimd, state, seconds, counters)
         swap = [] if event == aimd else [self._swap(key, text, event)]
@@ -309,14 +311,18 @@ class FleetGate:
         with self._lock:
             interval, discovering = self._paces.get(key, (0.0, False))
         resumed = max(state.pause_until, aimd.throttled_at or 0.0)
-        sends = float(successes_since(state.now, resumed, counters))
+        ok = counters.get(OK)
+        if ok is not None and aimd.ok_at is not None and ok >= aimd.ok_at:
+            sends = float(ok - aimd.ok_at)  # counted since the last event
+        else:  # the first event (or the fleet stopped meanwhile): what the window shows
+            sends = float(successes_since(state.now, resumed, counters))
         calm = state.now - resumed
         if calm >= WINDOW_SECONDS and window_full(state.now, counters):
             # Sending since before the window began: the calm, at the pace, says more.
             per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: 1/s
             sends = max(sends, calm * per_second)
         return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
-                              discovering=discovering)
+                              discovering=discovering, ok=ok)
 
     def _throttle_again(self, key: str, state: StoreState, seconds: float,
                         counters: Mapping[str, int], tries: int = 3) -> None:

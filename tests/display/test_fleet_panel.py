@@ -21,6 +21,7 @@ from geotoolkit.display.fleet_text import FleetText
 from geotoolkit.errors import GateError
 from geotoolkit.frontends.fleet_watch import Selection, select, status_source
 from geotoolkit.gate import Cap, Gate, MemoryGate, Report, SQLiteGate, gate_key
+from geotoolkit.gate.fleet import DISCOVERED, AimdState
 from geotoolkit.gate.strategy import fleet_key
 
 pytestmark = pytest.mark.widget
@@ -67,7 +68,7 @@ def test_a_refresh_shows_what_changed_on_the_gate(gate: Gate) -> None:
     card = panel.cards[key]
     assert card.gauge.bar_style == "danger"  # 2 429s per 6 successes
     gate.pause(key, 30.0, cause=f"Retry-After from {HOST}: 30 s (key={API_KEY})")
-    gate.set_value(fleet_key(key), "rate", "2.5", ttl_seconds=600)
+    gate.set_value(fleet_key(key), DISCOVERED, AimdState(2.5).to_text(), ttl_seconds=600)
     gate.record(key, Report(), worker="w1")
     gate.record(key, Report(), worker="w2")
     gate.reserve(other, 1.0)

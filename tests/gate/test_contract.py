@@ -21,6 +21,7 @@ import pytest
 
 from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import Gate, gate_key
+from geotoolkit.gate.fleet import OK
 
 #: Slack for the real time that passes between two calls of one test.
 TOL = 0.25
@@ -302,7 +303,8 @@ def test_redis_heartbeats_and_counters_expire(redis_url: str, host: str) -> None
         expected = reservation.usage.resets_at - reservation.now + 86_400
         assert expected - 5 < ttl <= expected + 1
         assert sorted(client.scan_iter(match=f"geotoolkit:{host}:*")) == sorted(
-            [RedisGate.storage_key(key), fleet, counter, *buckets])
+            [RedisGate.storage_key(key), fleet, counter, *buckets,
+             RedisGate.counter_key(key, OK)])
         assert gate.keys(f"geotoolkit:{host}:") == [key]  # a SCAN for the state hashes
     finally:
         client.delete(*client.scan_iter(match=f"geotoolkit:{host}:*"))

@@ -18,14 +18,14 @@ import pytest
 from geotoolkit.clock import FakeClock
 from geotoolkit.errors import QuotaExceededError
 from geotoolkit.gate import Aimd, Cap, Gate, MemoryGate, Report, SQLiteGate, gate_key
-from geotoolkit.gate.fleet import AIMD, WINDOW_SECONDS, AimdState, period_of
-from geotoolkit.gate.strategy import fleet_key
+from geotoolkit.gate.fleet import WINDOW_SECONDS, period_of
 
 TOL = 0.25
 
 
 def throttle_twice(gate: Any, key: str, seconds: float = 0.0) -> None:
-    """Two 429 events in a row: the first only pauses, the second (soon after) cuts."""
+    """Two 429s in a row, nothing sent between: the first cuts the deepest (refused at once),
+    the second falls within the hold after it."""
     gate.pause(key, 0.0, rate_limited=True)
     gate.pause(key, seconds, rate_limited=True)
 
@@ -103,8 +103,8 @@ def test_a_burst_of_429s_cuts_the_rate_once(store: Any, host: str) -> None:
     for gate in gates:
         gate.aimd = Aimd(decrease=0.5, hold_seconds=0.0)  # the pause alone must group the burst
     key = gate_key(host)
-    gates[0].pause(key, 0.0, rate_limited=True)  # an earlier 429: the burst repeats it
-    assert gates[0].stats(key).rate_factor == 1.0  # a first 429 only pauses
+    gates[0].pause(key, 0.0, rate_limited=True)  # an earlier 429, refused at once: the deepest cut
+    assert gates[0].stats(key).rate_factor == pytest.approx(0.5)
     barrier = threading.Barrier(16)
 
     def throttled(gate: Gate) -> None:
@@ -117,7 +117,7 @@ def test_a_burst_of_429s_cuts_the_rate_once(store: Any, host: str) -> None:
     for t in threads:
         t.join()
     stats = gates[0].stats(key)
-    assert stats.rate_factor == pytest.approx(0.5)  # one cut for sixteen 429s
+    assert stats.rate_factor == pytest.approx(0.25)  # one more cut for sixteen 429s
     assert stats.throttled == 16
     assert gates[1].state(key).epoch == 2  # the earlier pause, then the burst's
 
@@ -144,26 +144,24 @@ def test_no_second_cut_within_the_hold(store: Any, host: str) -> None:
     assert gate.stats(key).rate_factor == pytest.approx(0.5)
 
 
-def test_a_429_after_a_long_calm_cuts_a_little(store: Any, host: str) -> None:
+def test_a_429_cuts_by_what_the_successes_since_the_fleet_resumed_show(store: Any, host: str) -> None:
     gate = store.open()
-    gate.aimd = Aimd(decrease=0.5, recent_seconds=3.0, hold_seconds=0.0)
-    key, other = gate_key(host), gate_key(host, "other")
-    # The fleet on ``key`` was cut to 0.7 by a 429 five minutes ago and has run since
-    # (no pause on the store: it never paused since the keys were new).
-    now = gate.state(key).now
-    calm = AimdState(0.7, now - 300.0, now - 300.0, now - 299.0)
-    assert gate.store.set_value(fleet_key(key), AIMD, calm.to_text(), ttl_seconds=600)
-    gate.pause(key, 0.0, rate_limited=True)
-    # Isolated: 1 % under the factor where it happened, and that is where it recovers to.
-    assert gate.stats(key).rate_factor == pytest.approx(0.7 * 0.99, rel=1e-3)
-    throttle_twice(gate, other)  # whereas two 429s in a row: the evidence, the deepest cut
-    assert gate.stats(other).rate_factor == pytest.approx(0.5)
+    gate.aimd = Aimd(decrease=0.5, hold_seconds=0.0)
+    calm, busy = gate_key(host), gate_key(host, "other")
+    gate.record(calm, Report(200, 200))  # 200 answers since it resumed: just over, or jitter
+    gate.pause(calm, 0.0, rate_limited=True)
+    assert gate.stats(calm).rate_factor == pytest.approx(0.99)  # the least cut: 1 %
+    gate.record(busy, Report(5, 5))  # refused after 5: the limit is about 4/5 of the pace
+    gate.pause(busy, 0.0, rate_limited=True)
+    assert gate.stats(busy).rate_factor == pytest.approx(0.8)
+    gate.pause(busy, 0.0, rate_limited=True)  # and again at once: the deepest cut
+    assert gate.stats(busy).rate_factor == pytest.approx(0.4)
 
 
 def test_successes_probe_back_up_after_the_pause_never_above_one(store: Any, host: str) -> None:
     gate = store.open()
     gate.aimd = Aimd(decrease=0.5, recover_seconds=0.0, increase_per_second=1e6,
-                     probe_after_seconds=0.0)
+                     probe_after_seconds=0.0, climb_after_seconds=0.0)
     key = gate_key(host)
     throttle_twice(gate, key, 30.0)
     # During the pause that came with the cut, successes do not raise the factor...
@@ -172,7 +170,9 @@ def test_successes_probe_back_up_after_the_pause_never_above_one(store: Any, hos
     other = gate_key(host, "other")
     throttle_twice(gate, other)
     assert gate.stats(other).rate_factor == pytest.approx(0.5)
-    # ...after it, they do (probing up), up to the configured rate and no further.
+    # ...after it, they do: back to just under where the 429 came, then probing up to the
+    # configured rate and no further.
+    assert gate.record(other, Report(requests=1, successes=1)).rate_factor == pytest.approx(0.99)
     assert gate.record(other, Report(requests=1, successes=1)).rate_factor == 1.0
     assert gate.reserve(other, 1.0, report=Report(successes=5)).rate_factor == 1.0
 

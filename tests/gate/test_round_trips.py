@@ -104,7 +104,8 @@ def _prepare(gate: Any, host: str) -> None:
 
 def test_round_trips_per_gate_call(store: Any, host: str) -> None:
     gate = store.open()
-    gate.aimd = Aimd(decrease=0.5, increase_per_second=1e-6, probe_after_seconds=0.0)
+    gate.aimd = Aimd(decrease=0.5, increase_per_second=1e-6, probe_after_seconds=0.0,
+                     climb_after_seconds=0.0)
     _prepare(gate, host)
     counting = CountingStore(gate.store)
     gate.store = counting

@@ -61,40 +61,40 @@ def _gate(server: ServerLike, local: FakeClock | None = None, **aimd: float) -> 
 
 
 def test_the_aimd_steps_with_plain_numbers() -> None:
-    a = Aimd(decrease=0.5, hold_seconds=1.0, recent_seconds=3.0, increase_per_second=0.1,
-             recover_seconds=2.0, probe_after_seconds=0.0)
-    first = AimdState().throttled(100.0, 0.0, 101.0, a, 10.0)
-    assert (first.factor, first.throttled_at) == (1.0, 100.0)  # a first 429 only pauses
-    cut = first.throttled(100.5, 100.0, 102.0, a, 10.0)  # resumed at 100, refused 0.5 s later
-    # n = 5 sends allowed since: the limit is about 1 - 1/5 of the pace, and that stands.
-    assert cut == AimdState(0.8, 100.5, 100.5, 102.0, 0.8)
-    assert cut.throttled(101.0, 100.9, 103.0, a) == AimdState(0.8, 100.5, 101.0, 102.0,
-                                                              cut.target)  # the hold
-    assert cut.throttled(101.0, 101.5, 103.0, a) is cut  # during a pause: the same burst
-    assert cut.credited(101.0, 5, a) is cut  # the pause that came with the cut still runs
-    up = cut.credited(103.0, 5, a)  # at the target already: probing, +10 % a second
-    assert up.factor == pytest.approx(0.88) and up.increased_at == 103.0
-    assert up.credited(200.0, 5, a).factor == pytest.approx(0.88 * 1.1)  # at most one second
+    a = Aimd(decrease=0.5, hold_seconds=1.0, climb_after_seconds=3.0, recover_seconds=2.0,
+             increase_per_second=0.1, probe_after_seconds=0.0)
+    cut = AimdState().throttled(100.0, 0.0, 101.0, a, sends=5)  # refused after 5 successes
+    # The limit is about 1 - 1/5 of the pace; back to just under 1.0 from 101 + 3 s.
+    assert cut == AimdState(0.8, 100.0, 100.0, 104.0, 0.99)
+    held = cut.throttled(100.5, 100.4, 103.0, a, 0)  # within the hold: no cut, no climb yet
+    assert held == AimdState(0.8, 100.0, 100.5, 106.0, 0.99)
+    assert cut.throttled(101.0, 101.5, 103.0, a, 0) is cut  # during a pause: the same burst
+    assert cut.credited(103.0, 5, a) is cut  # not yet: the pause, then the climb's hold
+    up = cut.credited(105.0, 5, a)  # one second of climbing: half the way (2 s)
+    assert up.factor == pytest.approx(0.8 + (0.99 - 0.8) / 2) and up.increased_at == 105.0
+    assert up.credited(200.0, 5, a).factor == pytest.approx(up.factor + (0.99 - up.factor) / 2)
     assert up.credited(200.0, 0, a) is up  # no success, no credit
-    low = AimdState(0.5, increased_at=0.0, throttled_at=0.0, target=0.9)
-    assert low.credited(1.0, 1, a).factor == pytest.approx(0.7)  # under the target: fast
+    at = AimdState(0.99, increased_at=0.0, throttled_at=0.0, target=0.99)
+    assert at.credited(0.1, 1, a).factor == pytest.approx(0.99 * 1.01)  # above it: probing
     assert AimdState().credited(5.0, 3, a) == AimdState()  # at the configured rate: nothing
-    assert AimdState(0.9, increased_at=0.0).credited(1e9, 1, Aimd(increase_per_second=1.0)).factor == 1.0
-    lone = cut.throttled(200.0, 102.0, 201.0, a, 10.0)  # 98 s of calm: isolated
-    assert (lone.factor, lone.target) == (pytest.approx(0.8 * 0.99), pytest.approx(0.8 * 0.99))
+    lone = AimdState(0.9, throttled_at=0.0).throttled(200.0, 10.0, 201.0, a, sends=1000)
+    assert (lone.factor, lone.target) == (pytest.approx(0.9 * 0.99), pytest.approx(0.9 * 0.99))
 
 
 def test_discovery_grows_until_the_first_429_then_settles_under_it() -> None:
-    a = Aimd(growth_per_second=0.25, discover_cut=0.8, probe_after_seconds=60.0)
+    a = Aimd(growth_per_second=0.25, discover_cut=0.8, probe_after_seconds=60.0,
+             climb_after_seconds=0.0)
     state = AimdState(1.0, increased_at=0.0)  # one request per second to start with
     for second in range(1, 11):
         state = state.credited(float(second), 1, a, max_factor=1000.0)
     assert state.factor == pytest.approx(1.25 ** 10)  # ~9.3/s after ten clean seconds
-    throttled = state.throttled(10.5, 0.0, 11.5, a, state.factor, discovering=True)
-    assert throttled.factor == pytest.approx(0.8 * 1.25 ** 10) == throttled.target
-    # After it: no fast growth any more, and no probe before probe_after_seconds.
-    assert throttled.credited(20.0, 1, a, max_factor=1000.0).factor == throttled.factor
-    assert throttled.credited(80.0, 1, a, max_factor=1000.0).factor > throttled.factor
+    throttled = state.throttled(10.5, 0.0, 11.5, a, sends=60, discovering=True)
+    assert throttled.factor == pytest.approx(0.8 * 1.25 ** 10)  # under where 429s began
+    # After it: no fast growth any more; back to just under it; no probe before a minute.
+    settled = throttled.credited(12.5, 1, a, max_factor=1000.0)
+    assert throttled.factor < settled.factor <= 0.99 * 1.25 ** 10 + 1e-9
+    assert settled.credited(13.5, 1, a, max_factor=1000.0).factor <= 0.99 * 1.25 ** 10 + 1e-9
+    assert settled.credited(80.0, 1, a, max_factor=1000.0).factor > settled.factor
 
 
 def test_the_window_counts_one_second_buckets() -> None:
@@ -178,7 +178,8 @@ def test_a_429_of_a_burst_that_another_worker_published_does_not_cut_again() -> 
     # two's 429 lands between one's read and one's publication: one is part of two's burst.
     server.before[server.rounds + 2] = lambda: two.pause(KEY, 30.0, rate_limited=True)
     one.pause(KEY, 30.0, rate_limited=True)
-    assert one.stats(KEY).rate_factor == 0.5 and one.state(KEY).epoch == 2
+    # The first 429 cut to 0.5, two's to 0.25; one's was part of two's burst: no third cut.
+    assert one.stats(KEY).rate_factor == 0.25 and one.state(KEY).epoch == 2
 
 
 def test_a_first_reservation_reads_the_factor_before_reserving() -> None:

@@ -22,6 +22,7 @@ import pytest
 from geotoolkit.frontends.cli import main
 from geotoolkit.frontends.fleet_watch import run_status
 from geotoolkit.gate import Cap, Gate, Report, gate_key, open_gate
+from geotoolkit.gate.fleet import DISCOVERED, AimdState
 from geotoolkit.gate.strategy import fleet_key
 
 API_KEY = "sk-LIVE-4f9a7c2e11d3b8"
@@ -101,7 +102,7 @@ def populate(gate: Gate, host: str) -> tuple[str, str]:
     gate.pause(busy, 0.0, rate_limited=True)  # a first 429 only pauses ...
     gate.pause(busy, 0.0, rate_limited=True)  # ... one that keeps coming cuts the factor
     gate.pause(busy, 30.0, cause=CAUSE)
-    assert gate.set_value(fleet_key(busy), "rate", "4", ttl_seconds=600)
+    assert gate.set_value(fleet_key(busy), DISCOVERED, AimdState(4.0).to_text(), ttl_seconds=600)
     gate.reserve(quiet, 1.0)
     return busy, quiet
 
@@ -124,9 +125,9 @@ def test_text_shows_each_keys_fleet(served: Served, host: str,
     assert out.startswith(f"gate {served.url} ({served.gate.backend}) | provider {host} | 2 keys | ")
     shown = blocks(out)
     assert set(shown) - {out.partition("\n")[0]} == {busy, quiet}
-    assert re.search(r"pace [\d.]+/2\.8 req/s \(\d+% of allowed: 4 req/s x factor 0\.7, learned\)",
+    assert re.search(r"pace [\d.]+/3\.5 req/s \(\d+% of allowed: 4 req/s x factor 0\.875, learned\)",
                      shown[busy])
-    assert "factor 0.7 | 429s per success 0.25 (2 per 8 over " in shown[busy]
+    assert "factor 0.875 | 429s per success 0.25 (2 per 8 over " in shown[busy]
     assert "| 2 workers active" in shown[busy]
     assert re.search(rf"paused (29|30) s: {re.escape(CAUSE)}", shown[busy])
     day, month = served.gate.usage(busy, "day").period, served.gate.usage(busy, "month").period
@@ -149,9 +150,9 @@ def test_json_is_one_document_with_every_figure(served: Served, host: str,
     status = keys[busy]
     assert (status["requests"], status["successes"], status["throttled"]) == (10, 8, 2)
     assert status["throttled_per_success"] == 0.25 and status["workers_active"] == 2
-    assert status["rate_factor"] == pytest.approx(0.7)
+    assert status["rate_factor"] == pytest.approx(0.875)
     assert (status["rate"], status["rate_source"]) == (4.0, "learned")
-    assert status["allowed_rate"] == pytest.approx(2.8)
+    assert status["allowed_rate"] == pytest.approx(3.5)
     assert status["pause_cause"] == CAUSE and 29 < status["pause_remaining"] <= 30
     assert (status["day"]["used"], status["month"]["used"]) == (1, 1)
     assert status["host"] == host
