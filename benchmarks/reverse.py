@@ -3,7 +3,8 @@
 ``--points`` distinct points (default 5 000) inside the simulator's world are reverse
 geocoded at ``--concurrency`` 32 against the provider simulator (its own process, no
 rate limit, ``--latency`` 20 ms per answer, like ``benchmarks/batch.py``'s ``overhead``
-scenario), in one child process, three ways, round after round:
+scenario), in one child process, three ways, round after round (each round starts with
+another of the three):
 
 - ``bare``: an ``httpx.AsyncClient`` loop sending the same ``/reverse`` requests (built
   by the same provider) with the same concurrency and connection limits;
@@ -148,10 +149,14 @@ def child(url: str, n: int, concurrency: int, rounds: int, profile: str) -> dict
     bare: list[Figures] = []
     accessor: list[Figures] = []
     engine: list[Figures] = []
-    for _ in range(rounds):  # interleaved, so a noisy neighbour blurs all three alike
-        bare.append(asyncio.run(_bare(url, points, concurrency)))
-        accessor.append(_accessor(url, points, concurrency))
-        engine.append(_engine(url, points, concurrency))
+    paths: list[tuple[list[Figures], Any]] = [
+        (bare, lambda: asyncio.run(_bare(url, points, concurrency))),
+        (accessor, lambda: _accessor(url, points, concurrency)),
+        (engine, lambda: _engine(url, points, concurrency))]
+    for round_ in range(rounds):  # interleaved, each round in another order: a noisy
+        for i in range(len(paths)):  # neighbour or a warm server favours no path
+            figures, measure = paths[(round_ + i) % len(paths)]
+            figures.append(measure())
     if profile:
         import cProfile
 
