@@ -10,6 +10,7 @@ import pytest
 
 import geotoolkit
 
+
 def _has_examples(info: pkgutil.ModuleInfo) -> bool:
     """Whether the module's source holds a docstring example that runs (read, not imported;
     an example marked ``doctest: +SKIP`` does not)."""

@@ -64,9 +64,9 @@ def drift(doc: str, contracts: list[dict[str, Any]], package: Path) -> list[str]
         if entry.name.startswith(("_", ".")) or entry.name == "py.typed":
             continue
         shown = f"{entry.name}/" if entry.is_dir() else entry.name
-        if entry.is_dir() or entry.suffix == ".py":
-            if not re.search(rf"(?<![\w/]){re.escape(shown)}", doc):
-                problems.append(f"the folder layout does not show geotoolkit/{shown}")
+        listed = entry.is_dir() or entry.suffix == ".py"
+        if listed and not re.search(rf"(?<![\w/]){re.escape(shown)}", doc):
+            problems.append(f"the folder layout does not show geotoolkit/{shown}")
     return problems
 
 
