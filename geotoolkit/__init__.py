@@ -52,6 +52,7 @@ _EXPORTS = {
     "GeocodeOptions": "geotoolkit.orchestration.options",
     "GeocodeAccessor": "geotoolkit.frontends.accessor",
     "geocode": "geotoolkit.frontends.addresses",
+    "fleet_panel": "geotoolkit.frontends.fleet_watch",
     "write_results": "geotoolkit.export",
 }
 _SUBMODULES = ("errors", "providers")
@@ -90,6 +91,7 @@ __all__ = [
     "__version__",
     "dask",
     "errors",
+    "fleet_panel",
     "geocode",
     "open_gate",
     "orchestrators",
@@ -117,6 +119,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from geotoolkit.export import write_results
     from geotoolkit.frontends.accessor import GeocodeAccessor
     from geotoolkit.frontends.addresses import geocode
+    from geotoolkit.frontends.fleet_watch import fleet_panel
     from geotoolkit.gate import Cap, Gate, MemoryGate, SQLiteGate, open_gate
     from geotoolkit.orchestration.options import GeocodeOptions
     from geotoolkit.policy import Backoff, RatePolicy, parse_retry_after

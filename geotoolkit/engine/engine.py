@@ -1,8 +1,10 @@
 """The one engine: async, gated, rate-aware, written once for every front end.
 
 The engine keeps the batch (grouping equal queries, the cache, the workers), the
-retries and the outcomes. When to send is the :class:`~geotoolkit.engine.pacer.Pacer`'s
-business (slots on the fleet's gate); whether the provider is reachable at all is the
+retries and the outcomes; a provider's batch endpoint is used through
+:mod:`~geotoolkit.engine.batching` (chunks, slots by the provider's cost rule,
+splitting). When to send is the :class:`~geotoolkit.engine.pacer.Pacer`'s business
+(slots on the fleet's gate); whether the provider is reachable at all is the
 :class:`~geotoolkit.engine.circuit.Circuit`'s.
 """
 
@@ -10,15 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import random
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import httpx
 
 from geotoolkit.clock import SystemClock
-from geotoolkit.engine import http
+from geotoolkit.engine import batching, http
 from geotoolkit.engine.circuit import Circuit
 from geotoolkit.engine.pacer import Pacer, Stopped, call_gate
 from geotoolkit.engine.settings import EngineSettings
@@ -46,6 +49,7 @@ __all__ = ["MAX_TEXT_CHARS", "Engine"]
 log = logging.getLogger("geotoolkit.engine")
 
 AnyQuery = Query | ReverseQuery
+T = TypeVar("T")
 
 #: Errors about the whole run: they stop the batch (finished rows are already stored).
 #: A RateLimitError reaching a worker is the non-blocking budget (429s are handled inside);
@@ -94,6 +98,10 @@ class Engine:
     that many requests are sent per UTC day (or month) by every worker on the key
     together; reaching it raises ``QuotaExceededError``.
 
+    A provider with a batch endpoint gets the pending queries in batches of
+    ``settings.batch_size`` (default: its maximum; 1 turns batching off): see
+    :mod:`geotoolkit.engine.batching`.
+
     ``settings`` is an :class:`~geotoolkit.engine.EngineSettings` (or the user's
     GeocodeOptions); keyword ``overrides`` replace some of its fields (tests:
     ``Engine(provider, gate=g, rate=2.0, clock=fake)``).
@@ -125,10 +133,11 @@ class Engine:
         self.pacer = self._new_pacer()
         self.circuit = Circuit(self.pacer, failures=settings.circuit_failures,
                                timeout_seconds=settings.circuit_timeout_seconds,
-                               lease_seconds=settings.request_deadline_seconds + 30.0)
+                               lease_seconds=batching.longest_deadline_seconds(provider, settings)
+                               + 30.0)
 
     def _new_pacer(self) -> Pacer:
-        return Pacer(self.gate, self.provider.gate_key, self.rate, clock=self.clock,
+        return batching.CostPacer(self.gate, self.provider.gate_key, self.rate, clock=self.clock,
                      cap=self.settings.cap_rule, max_wait_seconds=self.settings.max_wait_seconds,
                      host=self.provider.host, provider=self.provider.name,
                      sample_seconds=self.sample_seconds, emit=self._emit,
@@ -164,7 +173,7 @@ class Engine:
                 self._emit(ItemFinished(status=outcome.status, attempts=0, at=started))
         for key, outcome in cached.items():
             self._record_outcome(key, outcome, groups, results, cached=True)
-        pending = iter([(k, queries[k]) for k in groups if k not in cached])
+        pending = [(k, queries[k]) for k in groups if k not in cached]
         self._error = None
         try:
             async with self.pacer.joined():
@@ -198,25 +207,44 @@ class Engine:
             return {}
         return dict(await call_gate(self.store.blocking, self.store.get_many, keys))
 
-    async def _work(self, pending: Iterator[tuple[str, AnyQuery]],
+    async def _work(self, pending: list[tuple[str, AnyQuery]],
                     groups: dict[str, list[int]], results: list[Outcome | None]) -> None:
+        """Settle ``pending`` with ``concurrency`` workers: one query per job, or one
+        batch per job when the provider's batch endpoint is used."""
+        async def keep(settled: Sequence[tuple[str, Outcome]]) -> None:
+            await self._keep(settled, groups, results)
+
+        async def one(job: Sequence[tuple[str, AnyQuery]]) -> None:
+            for key, query in job:
+                await keep([(key, await self._outcome_of(key, query))])
+
+        batches = batching.Batches.plan(self, keep, _PASS_THROUGH)
+        jobs = iter(batches.jobs(pending) if batches else [[item] for item in pending])
+        settle = batches.settle if batches else one
+
         async def worker() -> None:
-            for key, query in pending:
+            for job in jobs:
                 if self._error is not None:
                     return
                 try:
-                    outcome = await self._outcome_of(key, query)
-                    if self.store is not None and not isinstance(outcome, Failure):
-                        await call_gate(self.store.blocking, self.store.put, key, outcome)
+                    await settle(job)
                 except Stopped:
                     return
                 except _STOPS as exc:  # about the whole run: auth, quota, budget, gate, cache
                     self._error = self._error or exc
                     return
-                self._record_outcome(key, outcome, groups, results)
-                await self.pacer.sample()
 
         await asyncio.gather(*(worker() for _ in range(self.settings.concurrency)))
+
+    async def _keep(self, settled: Sequence[tuple[str, Outcome]], groups: dict[str, list[int]],
+                    results: list[Outcome | None]) -> None:
+        """Store settled outcomes (failures are not stored), then report them row by row."""
+        kept = [(key, outcome) for key, outcome in settled if not isinstance(outcome, Failure)]
+        if self.store is not None and kept:
+            await batching.store(self.store, kept)
+        for key, outcome in settled:
+            self._record_outcome(key, outcome, groups, results)
+        await self.pacer.sample()
 
     def _record_outcome(self, key: str, outcome: Outcome, groups: dict[str, list[int]],
                         results: list[Outcome | None], *, cached: bool = False) -> None:
@@ -270,7 +298,7 @@ class Engine:
             self.pacer.counts.requests += 1
             try:
                 outcome = await self._send(query, request)
-                return _clean(with_attempts(outcome, sent), self._redact)
+                return self._tidy(outcome, sent)
             except ProviderResponseError as exc:  # an answer that cannot be used: not retried
                 return Failure(reason=self._redact(str(exc)), error=type(exc).__name__,
                                provider=self.provider.name, attempts=sent)
@@ -303,11 +331,12 @@ class Engine:
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)
 
-    async def _may_send(self) -> bool:
-        """Wait for the circuit (closed, or this worker's probe) and a slot; False when the
-        circuit turned out open after the slot (a new pause epoch), so nothing is sent."""
+    async def _may_send(self, cost: int = 1) -> bool:
+        """Wait for the circuit (closed, or this worker's probe) and a slot (``cost`` slots
+        for a batch counted per query); False when the circuit turned out open after the
+        slot (a new pause epoch), so nothing is sent."""
         await self.circuit.admit()
-        epoch = await self.pacer.slot()
+        epoch = await self.pacer.slot(cost)
         if self.circuit.probing:
             return True
         if self.circuit.stale(epoch):
@@ -315,13 +344,21 @@ class Engine:
         return not self.circuit.is_open
 
     async def _send(self, query: AnyQuery, request: httpx.Request) -> Outcome:
-        """One exchange; any answer at all (even an error status) shows the provider is up."""
+        return await self._exchange(request, functools.partial(self.provider.parse_response, query))
+
+    async def _exchange(self, request: httpx.Request, parse: Callable[[httpx.Response], T], *,
+                        rows: int = 1) -> T:
+        """One exchange; any answer at all (even an error status) shows the provider is up.
+
+        ``rows``: the queries the request carries (a batch gets a longer deadline and a
+        larger body: ``batching.deadline_seconds``, ``batching.max_response_bytes``).
+        """
         response = await http.send(
             self._client, request, self.provider.name,
-            deadline_seconds=self.settings.request_deadline_seconds,
-            max_bytes=self.settings.max_response_bytes)
+            deadline_seconds=batching.deadline_seconds(self.settings, rows),
+            max_bytes=batching.max_response_bytes(self.settings, rows))
         try:
-            outcome = self.provider.parse_response(query, response)
+            outcome = parse(response)
         except ProviderUnavailableError:
             raise  # a 5xx: the provider is there but failing (a transport failure of its own)
         except BaseException:
@@ -330,6 +367,10 @@ class Engine:
         await self.circuit.answered()
         self.pacer.counts.successes += 1
         return outcome
+
+    def _tidy(self, outcome: Outcome, attempts: int) -> Outcome:
+        """``outcome`` with its attempts, its provider text redacted and bounded."""
+        return _clean(with_attempts(outcome, attempts), self._redact)
 
     def _redact(self, text: str) -> str:
         return redact(text, self.provider.secrets)

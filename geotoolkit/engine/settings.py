@@ -97,6 +97,11 @@ class EngineSettings:
     concurrency: int = option(
         4, cli={"type": int, "metavar": "N"},
         doc="Requests in flight at once in this process (default 4).")
+    batch_size: int | None = option(
+        None, cli={"type": int, "metavar": "N"},
+        doc="Queries per request for a provider with a batch endpoint (Census up to 10,000; "
+            "Mapbox and ArcGIS geocodeAddresses up to 1,000); default: the provider's maximum "
+            "(a larger value is cut to it); 1 turns batching off: one query per request.")
     max_attempts: int = option(
         6, cli={"type": int, "metavar": "N"},
         doc="Attempts per address on server errors and timeouts (default 6).")
@@ -144,6 +149,8 @@ class EngineSettings:
         elif self.cap is not None and not isinstance(self.cap, Cap):
             raise ConfigurationError(f"cap must be a whole number or a Cap, got {self.cap!r}")
         _positive_int("concurrency", self.concurrency)
+        if self.batch_size is not None:
+            _positive_int("batch_size", self.batch_size)
         _positive_int("max_attempts", self.max_attempts)
         _positive_int("max_response_bytes", self.max_response_bytes)
         _positive_int("circuit_failures", self.circuit_failures)

@@ -1,5 +1,5 @@
 """The command line: ``geotoolkit geocode``, ``geotoolkit reverse``, ``geotoolkit demo``,
-``geotoolkit gate init``.
+``geotoolkit gate init``, ``geotoolkit gate status`` (see ``frontends.fleet_watch``).
 
 ``--provider census,nominatim`` runs a fallback chain (one ``--user-agent`` for all,
 ``--base-url NAME=URL`` per provider; an API key from ``--api-key-env`` only for a
@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
 from geotoolkit.export import check_exportable, read_results, write_results
+from geotoolkit.frontends.fleet_watch import add_status_parser, run_status
 from geotoolkit.orchestration.frame import retry
 from geotoolkit.orchestration.job import Columns, FrameJob
 from geotoolkit.orchestration.options import GeocodeOptions
@@ -65,6 +67,7 @@ examples:
   geotoolkit reverse fixes.csv --lon x --lat y --crs EPSG:2056 -o addresses.gpkg --user-agent "..."
   GEOCODER_KEY=... geotoolkit geocode in.csv -o out.gpkg --provider opencage \\
       --api-key-env GEOCODER_KEY --gate redis://gate.internal:6379/0
+  geotoolkit gate status redis://gate.internal:6379/0 --provider opencage --watch
 
 exit status: 0 done, 1 stopped (authentication, quota, ...), 2 bad arguments,
 75 non-blocking mode asked to retry later (retry_after=<seconds> on stderr), 130 interrupted."""
@@ -163,6 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     init = gate.add_parser("init", help="create the gate's tables (PostgreSQL)",
                            description="Create the gate's tables ahead of time (PostgreSQL).")
     init.add_argument("url", help="the gate URL")
+    add_status_parser(gate)
     return parser
 
 
@@ -365,11 +369,14 @@ def _gate_init(url: str) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``geotoolkit`` command; returns the exit status."""
+def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] = time.sleep) -> int:
+    """Entry point of the ``geotoolkit`` command; returns the exit status.
+
+    ``sleep`` is how ``gate status --watch`` waits between refreshes (tests inject one).
+    """
     args = _parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        return _dispatch(args, sleep)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -382,11 +389,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _dispatch(args: argparse.Namespace, sleep: Callable[[float], None]) -> int:
     if args.command == "demo":
         return _demo(args)
     if args.command == "gate":
-        return _gate_init(args.url)
+        return run_status(args, sleep=sleep) if args.gate_command == "status" else _gate_init(args.url)
     provider, naming = _providers(args)
     if args.command == "reverse":
         return _reverse(args, _options(args, provider, **naming))

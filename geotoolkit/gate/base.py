@@ -252,13 +252,15 @@ class Gate(Protocol):
         *,
         report: Report | None = None,
         cap: Cap | None = None,
+        cost: int = 1,
     ) -> Reservation:
         """Reserve the next send slot, paced at ``interval / rate_factor``.
 
         A wait longer than ``horizon`` is returned without a reservation: sleep,
         then call again. ``report`` is counted in the same round trip (its
         successes drive the additive increase). With ``cap``, the period's
-        counter grows with each reservation, atomically; a cap already reached
+        counter grows by ``cost`` with each reservation (a batch the provider
+        counts per query costs that many), atomically; a cap already reached
         raises ``QuotaExceededError`` without reserving.
         """
         ...

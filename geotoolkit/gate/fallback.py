@@ -148,9 +148,11 @@ class FallbackGate:
     # -- the Gate protocol ----------------------------------------------------------
 
     def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
-                report: Report | None = None, cap: Cap | None = None) -> Reservation:
+                report: Report | None = None, cap: Cap | None = None, cost: int = 1) -> Reservation:
+        costs = {} if cost == 1 else {"cost": cost}  # an inner gate may predate ``cost``
+
         def inner() -> Reservation:
-            reservation = self.inner.reserve(key, interval, horizon, report=report, cap=cap)
+            reservation = self.inner.reserve(key, interval, horizon, report=report, cap=cap, **costs)
             if cap is not None and reservation.usage is not None:
                 self._usage[(key, cap.period)] = reservation.usage
             return reservation
@@ -159,7 +161,8 @@ class FallbackGate:
             known = self._usage.get((key, cap.period)) if cap is not None else None
             if known is not None:
                 self._local.seed_usage(key, known)
-            return self._local.reserve(key, interval / self.share, horizon, report=report, cap=cap)
+            return self._local.reserve(key, interval / self.share, horizon, report=report, cap=cap,
+                                       cost=cost)
 
         return self._route(inner, local)
 

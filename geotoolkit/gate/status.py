@@ -20,21 +20,45 @@ True
 ('2024-03-01', '2024-03')
 >>> "s3cret" in status.to_json()
 False
+
+The allowed rate is the rate the fleet paces at times the adaptive factor. No gate
+stores the configured rate, so it comes from what the caller knows (``rate=``, a
+provider's published rate by host in ``published=``) or from a rate the fleet learned
+and kept as the shared value ``rate`` of the key's fleet namespace (``<key>#fleet``);
+with none of them it is unknown (``None``):
+
+>>> gate.set_value(f"{key}#fleet", "rate", "4.0", ttl_seconds=60)
+True
+>>> [status] = fleet_status(gate, published={"api.example.com": 2.0})
+>>> status.host, status.rate, status.rate_source, status.allowed_rate
+('api.example.com', 4.0, 'learned', 4.0)
+>>> fleet_status(gate, rate=8.0)[0].rate_source
+'configured'
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
-from typing import Any
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate.base import FleetStats, Gate, Usage
+from geotoolkit.gate.strategy import fleet_key
+from geotoolkit.redact import redact
 
-__all__ = ["KEY_PREFIX", "KeyStatus", "fleet_status"]
+__all__ = ["KEY_PREFIX", "RATE", "KeyStatus", "RateSource", "fleet_status", "host_of", "learned_rate"]
 
 #: Every gate key starts with this (``geotoolkit.keys.gate_key``).
 KEY_PREFIX = "geotoolkit:"
+#: The shared value (in the key's fleet namespace) where a learned rate is kept.
+RATE = "rate"
+
+#: Where a key's rate came from: given by the caller, learned by the fleet, published by
+#: the provider, or ``""``: unknown.
+RateSource = Literal["configured", "learned", "published", ""]
 
 
 @dataclass(frozen=True)
@@ -53,21 +77,36 @@ class KeyStatus:
     #: 429s per successful answer over the window (None: no success to compare with).
     throttled_per_success: float | None
     pause_remaining: float
+    #: Why the fleet pauses (text from a provider: redacted, as everything shown).
     pause_cause: str
     workers_active: int
     #: Sends counted against caps in the current UTC day and month.
     day: Usage
     month: Usage
+    #: The provider host the key belongs to (``""`` for a key not made by ``gate_key``).
+    host: str = ""
+    #: The rate (requests/s) the fleet paces at before the factor, and where it came from
+    #: (``None`` and ``""``: unknown).
+    rate: float | None = None
+    rate_source: RateSource = ""
+    #: ``rate * rate_factor``: what the fleet may send now (``None``: unknown).
+    allowed_rate: float | None = None
+    #: When this was read, on the store's clock (epoch seconds; not compared).
+    now: float = field(default=0.0, compare=False)
 
     @classmethod
-    def of(cls, key: str, stats: FleetStats, day: Usage, month: Usage) -> KeyStatus:
+    def of(cls, key: str, stats: FleetStats, day: Usage, month: Usage, *,
+           rate: float | None = None, rate_source: RateSource = "") -> KeyStatus:
         ratio = (stats.throttled / stats.successes if stats.successes
                  else (0.0 if not stats.throttled else None))
+        allowed = None if rate is None else rate * stats.rate_factor
         return cls(key=key, pace=stats.pace, window_seconds=stats.window_seconds,
                    requests=stats.requests, successes=stats.successes, throttled=stats.throttled,
                    rate_factor=stats.rate_factor, throttled_per_success=ratio,
-                   pause_remaining=stats.pause_remaining, pause_cause=stats.pause_cause,
-                   workers_active=stats.workers_active, day=day, month=month)
+                   pause_remaining=stats.pause_remaining, pause_cause=redact(stats.pause_cause),
+                   workers_active=stats.workers_active, day=day, month=month,
+                   host=host_of(key), rate=rate, rate_source=rate_source if rate else "",
+                   allowed_rate=allowed, now=stats.now)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (JSON types only)."""
@@ -83,15 +122,86 @@ class KeyStatus:
         return json.dumps(self.as_dict())
 
 
-def fleet_status(gate: Gate, key: str | None = None) -> list[KeyStatus]:
+def fleet_status(
+    gate: Gate,
+    key: str | None = None,
+    *,
+    hosts: Collection[str] | None = None,
+    rate: float | None = None,
+    published: Mapping[str, float] | None = None,
+) -> list[KeyStatus]:
     """The status of every key with a pacing state on ``gate`` (or of ``key`` only).
 
-    Listing the keys needs a gate that can (``FleetGate`` and ``FallbackGate``:
-    a Redis ``SCAN``, a SQL ``SELECT DISTINCT``); each key then costs one round
-    trip (two reads and a stats call on a gate that has no ``snapshot``).
+    Parameters
+    ----------
+    gate
+        Any gate; listing its keys needs one that can (``FleetGate`` and
+        ``FallbackGate``: a Redis ``SCAN``, a SQL ``SELECT DISTINCT``).
+    key
+        Only this gate key (then the gate need not list its keys).
+    hosts
+        Only the keys of these provider hosts (``host_of``).
+    rate
+        The rate (requests/s) the fleet is configured with: wins over any other.
+    published
+        Published rates by provider host, used for a key that learned none.
+
+    Each key costs two round trips: its stats and cap counts (one ``snapshot``, or
+    two reads and a stats call on a gate that has none), and its learned rate.
     """
     keys = [key] if key is not None else _keys(gate)
-    return [KeyStatus.of(k, *_snapshot(gate, k)) for k in keys]
+    if hosts is not None:
+        wanted = {h.lower() for h in hosts}
+        keys = [k for k in keys if host_of(k) in wanted]
+    return [_status(gate, k, rate, published or {}) for k in keys]
+
+
+def _status(gate: Gate, key: str, rate: float | None, published: Mapping[str, float]) -> KeyStatus:
+    stats, day, month = _snapshot(gate, key)
+    source: RateSource = "configured"
+    if rate is None:
+        rate, source = _learned(gate, key), "learned"
+    if rate is None:
+        rate, source = published.get(host_of(key)), "published"
+    return KeyStatus.of(key, stats, day, month, rate=rate, rate_source=source)
+
+
+def host_of(key: str) -> str:
+    """The provider host of a gate key (``""`` for a key not made by ``gate_key``).
+
+    >>> host_of("geotoolkit:api.example.com:0a1b2c"), host_of("elsewhere")
+    ('api.example.com', '')
+    """
+    if not key.startswith(KEY_PREFIX):
+        return ""
+    host, _, _ = key[len(KEY_PREFIX):].rpartition(":")
+    return host
+
+
+def learned_rate(text: str | None) -> float | None:
+    """The rate in the shared value ``rate``: a number, as text or JSON (or in a JSON
+    object under ``"rate"``); ``None`` for anything else (absent, garbled, not > 0).
+
+    >>> learned_rate("2.5"), learned_rate('{"rate": 0.8, "at": 1}'), learned_rate("soon")
+    (2.5, 0.8, None)
+    """
+    try:
+        value: Any = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        value = value.get(RATE)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def _learned(gate: Gate, key: str) -> float | None:
+    values = getattr(gate, "values", None)
+    if values is None:
+        return None
+    found: Mapping[str, str] = values(fleet_key(key), RATE)
+    return learned_rate(found.get(RATE))
 
 
 def _keys(gate: Gate) -> list[str]:

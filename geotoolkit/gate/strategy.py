@@ -169,23 +169,23 @@ class FleetGate:
     # -- reservations ------------------------------------------------------------------------------
 
     def reserve(self, key: str, interval: float, horizon: float = 60.0, *,
-                report: Report | None = None, cap: Cap | None = None) -> Reservation:
+                report: Report | None = None, cap: Cap | None = None, cost: int = 1) -> Reservation:
         Reserve(key, interval, horizon)  # bad arguments fail before anything is sent
         known = self._factor(key)
         factor = known[1].factor
         credit, counted = self._credit(key, known, report), self._counted(key, report)
         usage: Usage | None = None
         if cap is not None:
-            usage = self._count_cap(key, cap, credit, counted)
+            usage = self._count_cap(key, cap, credit, counted, cost)
             factor = self._factor(key)[1].factor  # as read with the count, just now
             try:
                 slot: Slot = self._run([Reserve(key, interval / factor, horizon)])[0]
             except GateError:
                 with contextlib.suppress(GateError):  # best effort: the store may be down
-                    self._uncount(key, usage)
+                    self._uncount(key, usage, cost)
                 raise
             if not slot.reserved:
-                usage = self._uncount(key, usage)
+                usage = self._uncount(key, usage, cost)
         else:
             *_, values, slot = self._run([*credit, *counted, ReadValues(fleet_key(key), AIMD),
                                           Reserve(key, interval / factor, horizon)])
@@ -207,27 +207,29 @@ class FleetGate:
         ttl = max(1.0, resets_at - self._now()) + CAP_KEEP_SECONDS
         return AddCounters.of(key, counts, ttl, durable=True)
 
-    def _count_cap(self, key: str, cap: Cap, credit: list[Op], counted: list[Op]) -> Usage:
-        """Count one send against the cap (with the report): increment, then check."""
+    def _count_cap(self, key: str, cap: Cap, credit: list[Op], counted: list[Op],
+                   cost: int = 1) -> Usage:
+        """Count ``cost`` sends against the cap (with the report): increment, then check."""
         label, resets = period_of(self._now(), cap.period)
-        results = self._run([*credit, self._cap_op(key, {label: 1}, resets), *counted,
+        results = self._run([*credit, self._cap_op(key, {label: cost}, resets), *counted,
                              ReadValues(fleet_key(key), AIMD), ReadState(key)])
         added, values, state = results[len(credit)], results[-2], results[-1]
         self._learn(key, values)
         used = added[label]
         true_label, true_resets = period_of(state.now, cap.period)
         if true_label != label:  # the store's calendar says otherwise (midnight, a skewed clock)
-            moved = self._run([self._cap_op(key, {label: -1, true_label: 1}, max(resets, true_resets))])
+            moved = self._run([self._cap_op(key, {label: -cost, true_label: cost},
+                                            max(resets, true_resets))])
             label, resets, used = true_label, true_resets, moved[0][true_label]
         usage = Usage(label, used, resets)
         if used > cap.limit:
-            raise cap_reached(cap, self._uncount(key, usage))
+            raise cap_reached(cap, self._uncount(key, usage, cost))
         return usage
 
-    def _uncount(self, key: str, usage: Usage) -> Usage:
-        """Give back a send counted against a cap (refused, or not reserved)."""
-        self._run([self._cap_op(key, {usage.period: -1}, usage.resets_at)])
-        return Usage(usage.period, usage.used - 1, usage.resets_at)
+    def _uncount(self, key: str, usage: Usage, cost: int = 1) -> Usage:
+        """Give back the ``cost`` sends counted against a cap (refused, or not reserved)."""
+        self._run([self._cap_op(key, {usage.period: -cost}, usage.resets_at)])
+        return Usage(usage.period, usage.used - cost, usage.resets_at)
 
     def usage(self, key: str, period: Period = "day") -> Usage:
         asked = self._read_caps(key, (period,))

@@ -42,7 +42,7 @@ def test_public_api_is_pinned_and_loads_lazily() -> None:
         "GeotoolkitError", "Match", "MemoryGate", "NoMatch", "Outcome", "Place", "ProviderError",
         "ProviderResponseError", "ProviderUnavailableError", "Query", "QueryError",
         "QuotaExceededError", "RateLimitError", "RatePolicy", "SQLiteGate", "SystemClock",
-        "__version__", "dask", "errors", "geocode", "open_gate", "orchestrators",
+        "__version__", "dask", "errors", "fleet_panel", "geocode", "open_gate", "orchestrators",
         "parse_retry_after", "providers", "write_results",
     ])
     for name in geotoolkit.__all__:

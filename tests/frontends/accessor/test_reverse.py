@@ -90,7 +90,7 @@ def test_every_reverse_capable_provider_is_covered() -> None:
 def test_every_provider_end_to_end(keyed_sim: ProviderSimulator, name: str) -> None:
     keyed_sim.reset()
     frame = fixes(NEAR_STAEDTLE, OUTSIDE, None)
-    out = reverse(frame, PROVIDERS[name](keyed_sim.url), full_results=True)
+    out = reverse(frame, PROVIDERS[name](keyed_sim.url), full_results=True, batch_size=1)
     assert list(out.geocode_status) == ["matched", "no_match", "failed"]
     assert out.geocode_provider.tolist() == [name] * 3
     assert (out.geocode_lon.iloc[0], out.geocode_lat.iloc[0]) == STAEDTLE

@@ -1,0 +1,174 @@
+"""The fleet panel: widget values after direct refreshes over real memory and SQLite gates.
+
+Gates run on a FakeClock, the panel is refreshed by hand (``start=False``) and the
+widgets are read back; the background refresh is checked with an event the source
+sets, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import geotoolkit
+from geotoolkit.clock import FakeClock
+from geotoolkit.display.fleet_panel import FleetPanel
+from geotoolkit.display.fleet_text import FleetText
+from geotoolkit.errors import GateError
+from geotoolkit.frontends.fleet_watch import Selection, select, status_source
+from geotoolkit.gate import Cap, Gate, MemoryGate, Report, SQLiteGate, gate_key
+from geotoolkit.gate.strategy import fleet_key
+
+pytestmark = pytest.mark.widget
+
+API_KEY = "sk-LIVE-0c7d55e1a9f2"
+HOST = "api.opencagedata.com"  # published: 1 request/s
+START = 1_709_251_200.0  # 2024-03-01T00:00:00Z
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def gate(request: pytest.FixtureRequest, tmp_path: Path) -> Gate:
+    clock = FakeClock(start=START)
+    if request.param == "memory":
+        return MemoryGate(clock=clock)
+    return SQLiteGate(tmp_path / "gate.sqlite", clock=clock)
+
+
+def panel_over(gate: Gate, selection: Selection | None = None, **options: Any) -> FleetPanel:
+    return FleetPanel(status_source(gate, selection or select()), display=False, start=False,
+                      time_fn=lambda: START, **options)
+
+
+def test_refresh_draws_each_keys_figures(gate: Gate) -> None:
+    key = gate_key(HOST, API_KEY)
+    gate.reserve(key, 1.0, report=Report(4, 4, 0), cap=Cap(2500))
+    gate.record(key, Report(), worker="w1")
+    panel = panel_over(gate, title="sqlite:///team/gate.sqlite")
+    card = panel.cards[key]
+    assert panel.keys.children == (card.box,)
+    assert "gate sqlite:///team/gate.sqlite | 1 key | 2024-03-01 00:00:00 UTC" in panel.header.value
+    assert key in card.title.value
+    assert (card.gauge.max, card.gauge.value, card.gauge.bar_style) == (1.0, 1.0, "info")
+    assert "pace 4/1 req/s (400% of allowed: 1 req/s x factor 1, published)" in card.pace.value
+    assert "factor 1 | 429s per success 0 (4 successes over 1 s) | 1 worker active" in card.details.value
+    assert card.pause.layout.display == "none" and card.pause.value == ""
+    assert "counted toward caps: 1 on 2024-03-01 (UTC day), 0 in 2024-03 (UTC month)" in card.caps.value
+    assert API_KEY not in panel.text()
+
+
+def test_a_refresh_shows_what_changed_on_the_gate(gate: Gate) -> None:
+    key, other = gate_key(HOST, API_KEY), gate_key("geo.internal")
+    gate.reserve(key, 1.0, report=Report(8, 6, 2))
+    panel = panel_over(gate)
+    card = panel.cards[key]
+    assert card.gauge.bar_style == "danger"  # 2 429s per 6 successes
+    gate.pause(key, 30.0, cause=f"Retry-After from {HOST}: 30 s (key={API_KEY})")
+    gate.set_value(fleet_key(key), "rate", "2.5", ttl_seconds=600)
+    gate.record(key, Report(), worker="w1")
+    gate.record(key, Report(), worker="w2")
+    gate.reserve(other, 1.0)
+    panel.refresh()
+    assert panel.refreshes == 2
+    assert card.pause.layout.display is None
+    assert f"paused 30 s: Retry-After from {HOST}: 30 s (key=***)" in card.pause.value
+    assert "x factor 1, learned)" in card.pace.value and card.gauge.max == 2.5
+    assert "2 workers active" in card.details.value
+    assert len(panel.keys.children) == 2
+    assert "allowed rate unknown" in panel.cards[other].pace.value
+    assert API_KEY not in panel.text() and API_KEY not in repr(panel._repr_mimebundle_())
+
+
+def test_a_provider_selects_its_keys(gate: Gate) -> None:
+    from geotoolkit.providers import OpenCage
+
+    mine, theirs = gate_key(HOST, API_KEY), gate_key(HOST, "sk-LIVE-someone-else")
+    for key in (mine, theirs, gate_key("geo.internal")):
+        gate.reserve(key, 1.0)
+    assert set(panel_over(gate, select("opencage")).cards) == {mine, theirs}
+    own = panel_over(gate, select(OpenCage(api_key=API_KEY, rate=4.0)))
+    assert set(own.cards) == {mine} and "4 req/s x factor 1, configured)" in own.cards[mine].pace.value
+
+
+def test_a_failing_gate_is_shown_and_the_last_figures_kept() -> None:
+    calls: list[int] = []
+    rows = [{"key": "geotoolkit:geo.example:anonymous", "pace": 0.5, "rate": 1.0,
+             "allowed_rate": 1.0, "rate_factor": 1.0, "now": START}]
+
+    def source() -> Sequence[Mapping[str, Any]]:
+        calls.append(1)
+        if len(calls) > 1:
+            raise GateError("Redis gate at redis://:hunter2@gate:6379/0 failed: timeout",
+                            backend="redis")
+        return rows
+
+    panel = FleetPanel(source, display=False, start=False, title="redis://:hunter2@gate:6379/0")
+    panel.refresh()
+    assert "unreachable, showing the last figures read: GateError" in panel.header.value
+    assert "hunter2" not in panel.header.value and "redis://:***@gate" in panel.header.value
+    assert list(panel.cards) == ["geotoolkit:geo.example:anonymous"]
+    assert "pace 0.5/1 req/s" in panel.cards["geotoolkit:geo.example:anonymous"].pace.value
+
+
+def _signalling(gate: Gate, refreshed: threading.Event) -> Callable[[], list[dict[str, Any]]]:
+    source = status_source(gate, select())
+
+    def read() -> list[dict[str, Any]]:
+        rows = list(source())
+        refreshed.set()
+        return [dict(row) for row in rows]
+
+    return read
+
+
+def test_the_background_refresh_runs_until_stop(gate: Gate) -> None:
+    key = gate_key(HOST)
+    gate.reserve(key, 1.0)
+    refreshed = threading.Event()
+    stopped: list[bool] = []
+    panel = FleetPanel(_signalling(gate, refreshed), display=False, refresh_seconds=0.01,
+                       on_stop=lambda: stopped.append(True))
+    try:
+        refreshed.clear()
+        gate.pause(key, 20.0, cause="maintenance")
+        assert refreshed.wait(10.0) and panel.running
+        assert refreshed.wait(10.0)  # a refresh after the pause was published
+    finally:
+        panel.stop()
+    assert not panel.running and stopped == [True]
+    count = panel.refreshes
+    panel.stop()  # idempotent: on_stop ran once
+    assert stopped == [True] and panel.refreshes == count
+
+
+def test_a_with_block_stops_the_panel(gate: Gate) -> None:
+    gate.reserve(gate_key(HOST), 1.0)
+    with panel_over(gate) as panel:
+        panel.start()
+        assert panel.running
+    assert not panel.running
+
+
+def test_outside_a_notebook_fleet_panel_prints_the_text_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'gate.sqlite'}"
+    opened = SQLiteGate(tmp_path / "gate.sqlite")
+    opened.reserve(gate_key(HOST, API_KEY), 1.0, report=Report(2, 1, 1))
+    opened.close()
+    shown = geotoolkit.fleet_panel(gate=url, provider="opencage", refresh_seconds=5.0)
+    assert isinstance(shown, FleetText)
+    out = capsys.readouterr().out
+    assert out.startswith(f"gate {url} | 1 key | ")
+    assert "429s per success 1 (1 per 1 over " in out and API_KEY not in out
+    shown.stop()
+    assert capsys.readouterr().out == ""
+
+
+def test_refresh_seconds_must_be_positive(gate: Gate) -> None:
+    from geotoolkit.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="refresh_seconds"):
+        panel_over(gate, refresh_seconds=0.0)
