@@ -4,6 +4,7 @@ Run from the repository root, for example::
 
     python benchmarks/dask_cluster.py                     # 100 000 rows, 4 workers, 400 req/s
     python benchmarks/dask_cluster.py --rows 10000 --rate 200 --workers 2
+    python benchmarks/dask_cluster.py --reverse           # the same, reverse geocoding points
 
 What a run does:
 
@@ -30,6 +31,14 @@ What a run does:
   ``--collect`` computes the result into the client with ``to_geodataframe`` instead
   of writing it, for comparison.
 
+``--reverse`` does the same with points: each partition is a GeoDataFrame of distinct
+points (EPSG:4326, made on its worker) inside the simulator's world, reverse geocoded on
+the workers (a ``ReverseJob`` per partition, through the front end's ``_lazy`` with a
+picklable job factory: the extension point ``geotoolkit.frontends.dask`` documents, since
+it has no public reverse entry point yet), written by ``write_partitioned``; the log
+maps each ``/reverse`` request back to its row, and the read back checks that each row
+keeps its own input point as geometry.
+
 Redis comes from ``GEOTOOLKIT_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/15``);
 the gate's keys are deleted afterwards. Figures are those of one run on a shared machine.
 """
@@ -46,6 +55,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +82,77 @@ def _partition(number: int, *, size: int, rows: int) -> pd.DataFrame:
                         index=pd.RangeIndex(start, stop, name="id"))
 
 
+#: The reverse scenario's points: a grid inside the simulator's world (Liechtenstein's box),
+#: row ``i`` at column ``i % SIDE`` and line ``i // SIDE``; distinct at 6 decimals.
+_WEST, _SOUTH, _EAST, _NORTH = 9.48, 47.06, 9.63, 47.26
+
+
+def _grid(rows: int) -> tuple[int, float, float]:
+    side = int(rows**0.5) + 1
+    return side, (_EAST - _WEST) / side, (_NORTH - _SOUTH) / side
+
+
+def _lonlat(ids: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    side, step_lon, step_lat = _grid(rows)
+    return (np.round(_WEST + (ids % side) * step_lon, 6),
+            np.round(_SOUTH + (ids // side) * step_lat, 6))
+
+
+def _point_partition(number: int, *, size: int, rows: int) -> Any:
+    """Partition ``number`` of the reverse input, made on its worker: distinct points."""
+    import geopandas as gpd
+
+    start, stop = number * size, min(rows, (number + 1) * size)
+    ids = np.arange(start, stop, dtype="int64")
+    lon, lat = _lonlat(ids, rows)
+    return gpd.GeoDataFrame({"row": ids}, geometry=gpd.points_from_xy(lon, lat), crs="EPSG:4326",
+                            index=pd.RangeIndex(start, stop, name="id"))
+
+
+def _address_row(request: Any, rows: int) -> int:
+    """The row a forward request was for (its address names it)."""
+    return int(request.params["q"].split()[1].rstrip(","))
+
+
+def _point_row(request: Any, rows: int) -> int:
+    """The row a /reverse request was for (its point on the grid names it)."""
+    side, step_lon, step_lat = _grid(rows)
+    column = round((float(request.params["lon"]) - _WEST) / step_lon)
+    line = round((float(request.params["lat"]) - _SOUTH) / step_lat)
+    return int(line * side + column)
+
+
+@dataclass(frozen=True)
+class _Reverse:
+    """Makes the reverse-geocoding job of one partition (picklable: it travels to the workers)."""
+
+    options: Any
+
+    def __call__(self, frame: pd.DataFrame) -> Any:
+        from geotoolkit.orchestration.reverse import ReverseJob
+
+        return ReverseJob(frame, self.options)
+
+
+def _reverse_lazy(ddf: Any, sim_url: str, args: argparse.Namespace) -> Any:
+    """Reverse geocode ``ddf`` lazily, with the checks ``geotoolkit.dask.geocode`` makes on
+    the client first (a shareable gate and cache, options that travel)."""
+    from geotoolkit.frontends import dask as gdask
+    from geotoolkit.orchestration.options import GeocodeOptions
+
+    gdask.check_shared(REDIS_URL, False, hosts=1)
+    options = GeocodeOptions(provider="nominatim", base_url=sim_url, user_agent=UA, gate=REDIS_URL,
+                             cache=False, rate=args.rate, concurrency=args.concurrency)
+    gdask._shippable(options)
+    return gdask._lazy(ddf, _Reverse(options))
+
+
 def _warm_up() -> None:
     import importlib
 
     for name in ("geopandas", "httpx", "redis", "pyarrow", "geotoolkit.frontends.dask",
-                 "geotoolkit.orchestration.frame", "geotoolkit.gate.redis"):
+                 "geotoolkit.orchestration.frame", "geotoolkit.orchestration.reverse",
+                 "geotoolkit.gate.redis"):
         importlib.import_module(name)
 
 
@@ -87,8 +164,9 @@ class _Tally:
     ``overflowed`` is set (the run then fails; give a larger window).
     """
 
-    def __init__(self, sim: Any, rows: int, every: int) -> None:
-        self.sim, self.every = sim, every
+    def __init__(self, sim: Any, rows: int, every: int,
+                 row_of: Callable[[Any, int], int] = _address_row) -> None:
+        self.sim, self.every, self.rows, self.row_of = sim, every, rows, row_of
         self.ok = np.zeros(rows, dtype=np.uint8)
         self.statuses: Counter[int] = Counter()
         self.first, self.last = float("inf"), float("-inf")
@@ -122,7 +200,7 @@ class _Tally:
         for request in new:
             self.statuses[request.status] += 1
             if request.status == 200:
-                self.ok[int(request.params["q"].split()[1].rstrip(","))] += 1
+                self.ok[self.row_of(request, self.rows)] += 1
                 self.first, self.last = min(self.first, request.time), max(self.last, request.time)
         self.counted += len(new)
         if log:
@@ -138,7 +216,8 @@ def _run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
     size = -(-args.rows // args.partitions)
     figures: dict[str, Any] = {"rows": args.rows, "workers": args.workers, "partitions": args.partitions,
-                               "rate": args.rate, "concurrency": args.concurrency, "collect": args.collect}
+                               "rate": args.rate, "concurrency": args.concurrency, "collect": args.collect,
+                               "reverse": args.reverse}
     with ProviderSimulator(rate_limit=args.rate, window_seconds=1.0,
                            max_log_entries=args.log_window) as sim, \
             distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
@@ -146,15 +225,23 @@ def _run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
             distributed.Client(cluster) as client:
         client.run(_warm_up)
         try:
-            ddf = dd.from_map(_partition, range(args.partitions), size=size, rows=args.rows,
-                              meta=_partition(0, size=0, rows=0))  # given: nothing made here
-            lazy = gdask.geocode(ddf, "address", provider="nominatim", base_url=sim.url, user_agent=UA,
-                                 gate=REDIS_URL, cache=False, rate=args.rate,
-                                 concurrency=args.concurrency)
+            if args.reverse:
+                import dask_geopandas  # noqa: F401  (registers the GeoDataFrame collection)
+
+                ddf = dd.from_map(_point_partition, range(args.partitions), size=size, rows=args.rows,
+                                  meta=_point_partition(0, size=0, rows=0))
+                lazy = _reverse_lazy(ddf, sim.url, args)
+            else:
+                ddf = dd.from_map(_partition, range(args.partitions), size=size, rows=args.rows,
+                                  meta=_partition(0, size=0, rows=0))  # given: nothing made here
+                lazy = gdask.geocode(ddf, "address", provider="nominatim", base_url=sim.url,
+                                     user_agent=UA, gate=REDIS_URL, cache=False, rate=args.rate,
+                                     concurrency=args.concurrency)
             figures["sent_before_write"] = len(sim.requests)
             figures["client_maxrss_before_mib"] = _maxrss_mib()
             started = time.perf_counter()
-            with _Tally(sim, args.rows, every=max(1, args.log_window // 5)) as tally:
+            with _Tally(sim, args.rows, every=max(1, args.log_window // 5),
+                        row_of=_point_row if args.reverse else _address_row) as tally:
                 if args.collect:
                     collected = gdask.to_geodataframe(lazy)
                     matched = int((collected["geocode_status"] == "matched").sum())
@@ -168,7 +255,8 @@ def _run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         finally:
             _delete_gate_keys(sim.port)
     figures.update(_settled(tally))
-    figures.update(_read_back(out / ("collected.parquet" if args.collect else "geocoded"), args.rows))
+    figures.update(_read_back(out / ("collected.parquet" if args.collect else "geocoded"), args.rows,
+                              reverse=args.reverse))
     figures["disk_mib"] = sum(p.stat().st_size for p in out.rglob("*") if p.is_file()) / 2**20
     return figures
 
@@ -182,17 +270,27 @@ def _settled(tally: _Tally) -> dict[str, Any]:
             "ok_per_second": (tally.ok.sum() - 1) / spread if spread > 0 else float("nan")}
 
 
-def _read_back(path: Path, rows: int) -> dict[str, Any]:
-    """The dataset read back: rows, CRS, Points against lon/lat, each id once, size in memory."""
+def _read_back(path: Path, rows: int, *, reverse: bool = False) -> dict[str, Any]:
+    """The dataset read back: rows, CRS, Points against lon/lat (reverse: each row's own
+    input point), each id once, size in memory."""
     import geopandas as gpd
     import shapely
 
     back = gpd.read_parquet(path)
     points = back.geometry.values
+    if reverse:
+        lon, lat = _lonlat(back["row"].to_numpy(), rows)
+        distances = back["geocode_distance_m"].to_numpy()
+        extra = {"distance_m_median": float(np.nanmedian(distances)) if len(back) else float("nan"),
+                 "distance_m_max": float(np.nanmax(distances)) if len(back) else float("nan")}
+    else:
+        lon, lat = back["lon"].to_numpy(), back["lat"].to_numpy()
+        extra = {}
     return {
+        **extra,
         "read_back_rows": len(back), "crs": back.crs.to_epsg(),
-        "points_equal_lon_lat": bool(np.array_equal(shapely.get_x(points), back["lon"].to_numpy())
-                                     and np.array_equal(shapely.get_y(points), back["lat"].to_numpy())),
+        "points_equal_lon_lat": bool(np.array_equal(shapely.get_x(points), lon)
+                                     and np.array_equal(shapely.get_y(points), lat)),
         "ids_once": bool(back["row"].is_unique and len(back) == rows and back["row"].min() == 0
                          and back["row"].max() == rows - 1),
         "result_in_memory_mib": back.memory_usage(deep=True).sum() / 2**20,
@@ -215,7 +313,8 @@ def _report(f: dict[str, Any]) -> None:
     geocoded, letters = f["counts"]
     growth = f["client_maxrss_after_mib"] - f["client_maxrss_before_mib"]
     how = "collected with to_geodataframe" if f["collect"] else "written with write_partitioned"
-    print(f"rows {f['rows']:,} in {f['partitions']} partitions on {f['workers']} worker processes, "
+    print(f"{'reverse geocoding' if f['reverse'] else 'geocoding'}: "
+          f"rows {f['rows']:,} in {f['partitions']} partitions on {f['workers']} worker processes, "
           f"rate {f['rate']:g} req/s (simulator and fleet), concurrency {f['concurrency']} per partition")
     print(f"sent before the write: {f['sent_before_write']}")
     print(f"{how}: {geocoded:,} geocoded, {letters:,} dead letters in {f['seconds']:.1f} s "
@@ -226,8 +325,12 @@ def _report(f: dict[str, Any]) -> None:
     print(f"client peak memory (ru_maxrss): {f['client_maxrss_before_mib']:.0f} MiB before, "
           f"{f['client_maxrss_after_mib']:.0f} MiB after (+{growth:.0f} MiB); the result is "
           f"{f['result_in_memory_mib']:.0f} MiB in memory once read back, {f['disk_mib']:.1f} MiB on disk")
-    print(f"read back: {f['read_back_rows']:,} rows, EPSG:{f['crs']}, points equal lon/lat: "
+    print(f"read back: {f['read_back_rows']:,} rows, EPSG:{f['crs']}, points equal "
+          f"{'each input point' if f['reverse'] else 'lon/lat'}: "
           f"{f['points_equal_lon_lat']}, every id once: {f['ids_once']}")
+    if f["reverse"]:
+        print(f"reverse: geocode_distance_m median {f['distance_m_median']:.0f} m, "
+              f"max {f['distance_m_max']:.0f} m (the place found from each point)")
 
 
 def main() -> None:
@@ -241,8 +344,12 @@ def main() -> None:
     parser.add_argument("--log-window", type=int, default=5_000, help="simulator log entries kept")
     parser.add_argument("--collect", action="store_true",
                         help="compute the result into the client (to_geodataframe) instead, to compare")
+    parser.add_argument("--reverse", action="store_true",
+                        help="reverse geocode points (a dask-geopandas frame) instead of addresses")
     parser.add_argument("--out", type=Path, default=None, help="where to write (default: a temp dir)")
     args = parser.parse_args()
+    if args.reverse and args.collect:
+        parser.error("--collect is for forward results (to_geodataframe reads lon/lat)")
     out = args.out or Path(tempfile.mkdtemp(prefix="geotoolkit-dask-")) / "out"
     out.mkdir(parents=True, exist_ok=True)
     try:

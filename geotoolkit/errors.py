@@ -22,6 +22,8 @@ libraries test one flag.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AuthenticationError",
     "ConfigurationError",
@@ -41,6 +43,19 @@ class GeotoolkitError(Exception):
     """Base class of every error geotoolkit raises."""
 
     retriable: bool = False
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Errors travel (from dask workers, orchestrator tasks): pickle them with their
+        # attributes, without calling an __init__ that takes required keyword arguments.
+        return _restore, (type(self), self.args, self.__dict__)
+
+
+def _restore(cls: type[GeotoolkitError], args: tuple[Any, ...],
+             state: dict[str, Any]) -> GeotoolkitError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ConfigurationError(GeotoolkitError, ValueError):

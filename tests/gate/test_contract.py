@@ -7,6 +7,7 @@ acquire *returns* ~10 s.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import json
 import os
@@ -29,10 +30,43 @@ TOL = 0.25
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
+def protocol_mismatches(obj: object, protocol: type) -> list[str]:
+    """Where ``obj`` differs from ``protocol``: a missing attribute, a method without one of
+    the protocol's parameters (or of another kind). ``isinstance`` against a runtime-checkable
+    protocol only sees that the names exist; this reads the signatures."""
+    problems = [f"no attribute {name}" for name in getattr(protocol, "__annotations__", {})
+                if not hasattr(obj, name)]
+    for name, member in vars(protocol).items():
+        if name.startswith("_") or not callable(member):
+            continue
+        method = getattr(obj, name, None)
+        if method is None:
+            problems.append(f"no method {name}")
+            continue
+        have = inspect.signature(method).parameters  # bound: no self
+        for param in list(inspect.signature(member).parameters.values())[1:]:
+            found = have.get(param.name)
+            if found is None or found.kind != param.kind:
+                problems.append(f"{name}(): parameter {param.name} missing or of another kind")
+    return problems
+
+
 def test_instances_are_gates(store: Any) -> None:
     gate = store.open()
-    assert isinstance(gate, Gate)
+    assert protocol_mismatches(gate, Gate) == []
     assert gate.backend == store.name
+
+
+def test_a_method_without_a_protocol_parameter_is_a_mismatch() -> None:
+    class Partial:
+        backend, blocking = "partial", False
+
+        def acquire(self, key: str, interval: float) -> float:  # no horizon
+            return 0.0
+
+    problems = protocol_mismatches(Partial(), Gate)
+    assert "acquire(): parameter horizon missing or of another kind" in problems
+    assert "no method reserve" in problems and "no method pause" in problems
 
 
 def test_first_acquire_does_not_wait(store: Any, host: str) -> None:

@@ -14,6 +14,7 @@ from geotoolkit import ConfigurationError, MemoryGate, Query, geocode
 from geotoolkit.orchestration.job import Columns, FrameJob, gate_backend, opened
 from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.providers import LARGE_BATCH_ROWS, Nominatim, UsagePolicyWarning
+from geotoolkit.store import StoreError
 from geotoolkit.testing import ProviderSimulator
 
 AGENT = "geotoolkit-tests/1.0 (tests@example.org)"
@@ -86,7 +87,7 @@ def test_what_the_run_opens_it_closes_and_what_it_was_given_it_leaves(tmp_path: 
     gate = MemoryGate()
     with opened(options(gate=gate, cache=f"sqlite:///{tmp_path}/c.sqlite")) as (g, store):
         assert g is gate and store is not None
-    with pytest.raises(Exception, match="closed"):
+    with pytest.raises(StoreError, match="closed"):  # ours, not a bare sqlite3 error
         store.get_many(["k"])  # type: ignore[union-attr]
     assert gate.keys() == []  # still usable: not ours to close
 
