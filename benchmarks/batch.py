@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import re
 import resource
@@ -134,11 +135,11 @@ def _engine_rate(url: str, addresses: list[str], concurrency: int) -> tuple[floa
     provider = Nominatim(url, user_agent=UA)
     df = pd.DataFrame({"address": addresses})
     started = time.perf_counter()
-    out = df.geocode.run(provider=provider, rate=None, gate="memory://", cache=False,
+    out = df.geocode.run(provider=provider, rate=math.inf, gate="memory://", cache=False,
                          concurrency=concurrency, progress=False)
     accessor = len(addresses) / (time.perf_counter() - started)
     assert (out["geocode_status"] == "matched").all()
-    engine = Engine(provider, gate=MemoryGate(), rate=None, concurrency=concurrency)
+    engine = Engine(provider, gate=MemoryGate(), rate=math.inf, concurrency=concurrency)
     items: list[Query | str] = [Query(text=a) for a in addresses]
     started = time.perf_counter()
     asyncio.run(engine.run(items))
@@ -185,7 +186,7 @@ def child_memory(unique: int, retries: int) -> dict[str, Any]:
     provider = Nominatim("http://memory.test", user_agent=UA)
     before = _rss_mb()
     started = time.perf_counter()
-    out = df.geocode.run(provider=provider, rate=None, gate="memory://", cache=False,
+    out = df.geocode.run(provider=provider, rate=math.inf, gate="memory://", cache=False,
                          concurrency=32, progress=False, max_attempts=retries + 1,
                          backoff=Backoff(initial_seconds=0.0), transport=httpx.MockTransport(answer))
     return {"unique": unique, "attempts_each": retries + 1,

@@ -10,7 +10,7 @@ another of the three):
   by the same provider) with the same concurrency and connection limits;
 - ``gdf.geocode.reverse``: the whole front end on a GeoDataFrame of Points
   (``ReverseJob``: checks, reprojection, one ``ReverseQuery`` per row, the engine,
-  ``reverse_frame`` with the geodesic distances), ``rate=None``, ``gate="memory://"``,
+  ``reverse_frame`` with the geodesic distances), ``rate=math.inf``, ``gate="memory://"``,
   ``cache=False``, no progress;
 - ``Engine.run``: the engine alone over the same ``ReverseQuery`` items.
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -108,7 +109,7 @@ def _accessor(url: str, points: list[tuple[float, float]], concurrency: int) -> 
                            geometry=gpd.points_from_xy(lon, lat), crs="EPSG:4326")
     provider = Nominatim(url, user_agent=UA)
     clock = _Clock()
-    out = gdf.geocode.reverse(provider=provider, rate=None, gate="memory://", cache=False,
+    out = gdf.geocode.reverse(provider=provider, rate=math.inf, gate="memory://", cache=False,
                               concurrency=concurrency, progress=False)
     figures = clock.figures(len(points))
     statuses = out["geocode_status"].value_counts().to_dict()
@@ -124,7 +125,7 @@ def _engine(url: str, points: list[tuple[float, float]], concurrency: int) -> Fi
     from geotoolkit.providers import Nominatim
     from geotoolkit.results import ReverseQuery
 
-    engine = Engine(Nominatim(url, user_agent=UA), gate=MemoryGate(), rate=None,
+    engine = Engine(Nominatim(url, user_agent=UA), gate=MemoryGate(), rate=math.inf,
                     concurrency=concurrency)
     items = [ReverseQuery(lon, lat) for lon, lat in points]
     clock = _Clock()

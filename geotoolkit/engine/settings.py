@@ -68,6 +68,17 @@ def _seconds(name: str, value: object, *, optional: bool = False, positive: bool
         raise ConfigurationError(f"{name} must be a finite number of seconds {kind}, got {value!r}")
 
 
+def rate_arg(text: str) -> float:
+    """A ``--rate`` value: requests per second, or ``unlimited`` (no pacing at all).
+
+    >>> rate_arg("2.5"), rate_arg("unlimited")
+    (2.5, inf)
+    """
+    if text.strip().lower() in ("unlimited", "inf"):
+        return math.inf
+    return float(text)
+
+
 def _rate(value: object) -> RatePolicy | None:
     if value is None or isinstance(value, RatePolicy):
         return value
@@ -83,7 +94,7 @@ class EngineSettings:
     Examples
     --------
     >>> EngineSettings(rate=2).rate
-    RatePolicy(rate=2.0, safety_margin=0.03, horizon_seconds=60.0)
+    RatePolicy(rate=2.0, safety_margin=0.005, horizon_seconds=60.0)
     >>> EngineSettings(concurrency=0)
     Traceback (most recent call last):
     ...
@@ -91,9 +102,13 @@ class EngineSettings:
     """
 
     rate: RatePolicy | float | None = option(
-        None, cli={"type": float, "metavar": "R"},
+        None, cli={"type": rate_arg, "metavar": "R"},
         doc="Requests per second for the whole fleet on the key (every worker together); "
-            "default: the provider's published limit.")
+            "default: the provider's published limit, and where none is published (a "
+            "self-hosted instance) the fleet discovers it: it starts at 1 request/s (or at "
+            "the rate an earlier run learned on the gate), climbs while answers come back "
+            "clean and settles under the rate where 429s begin. 'unlimited' (math.inf): "
+            "no pacing at all.")
     concurrency: int = option(
         4, cli={"type": int, "metavar": "N"},
         doc="Requests in flight at once in this process (default 4).")

@@ -200,13 +200,13 @@ class Aimd:
     the cut is that, at least ``below_ceiling`` (a 429 after a long calm: the fleet is
     just over, or its sends jitter) and at most ``decrease`` (the deepest single cut).
 
-    The factor at the event is the *ceiling*. After the pause, and
+    A small cut (at least ``climb_back_above``: the fleet was just over, or its sends
+    jitter) makes the factor at the event a *ceiling*: after the pause, and
     ``climb_after_seconds`` more without a 429, successes climb back within seconds
-    (``recover_seconds``) to ``below_ceiling`` under it, no higher: if the cut was
-    too deep (a window limiter refuses after its whole burst, which reads as a
-    larger overshoot; one 429 may be a cold start's jitter), that wins it back; if
-    the ceiling is still too fast, the next 429 lowers it. The margin under the limit
-    is learned this way, instead of being fixed. At most one cut per ``hold_seconds``.
+    (``recover_seconds``) to ``below_ceiling`` under it, no higher, and a ceiling
+    still too fast meets the next 429, which lowers it: the margin under the limit is
+    learned this way, instead of being fixed. A larger cut stands (climbing back would
+    meet the same 429s again). At most one cut per ``hold_seconds``.
 
     Above that level, once ``probe_after_seconds`` have passed since the last 429,
     every second of successes raises the factor by ``increase_per_second`` of itself
@@ -221,6 +221,7 @@ class Aimd:
     below_ceiling: float = 0.01
     climb_after_seconds: float = 3.0
     recover_seconds: float = 2.0
+    climb_back_above: float = 0.9
     increase_per_second: float = 0.002
     probe_after_seconds: float = 60.0
     growth_per_second: float = 0.25
@@ -229,7 +230,7 @@ class Aimd:
     hold_seconds: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("decrease", "discover_cut", "min_factor"):
+        for name in ("decrease", "discover_cut", "min_factor", "climb_back_above"):
             if not 0 < getattr(self, name) <= 1:
                 raise ConfigurationError(f"Aimd.{name} must be in (0, 1]")
         if not 0 <= self.below_ceiling < 1:

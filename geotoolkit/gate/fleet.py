@@ -171,7 +171,7 @@ class AimdState:
         >>> a = Aimd()
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
         >>> cut.factor, cut.target, cut.increased_at
-        (0.5, 0.99, 14.0)
+        (0.5, 0.5, 14.0)
         >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, sends=500)
         >>> lone.factor, lone.target
         (0.99, 0.99)
@@ -189,7 +189,9 @@ class AimdState:
         if discovering and self.throttled_at is None:
             multiplier = min(multiplier, aimd.discover_cut)
         factor = max(aimd.min_factor, self.factor * multiplier)
-        target = max(factor, self.factor * (1.0 - aimd.below_ceiling))
+        # Just over (or jitter): back to just under where it happened. Well over: it stands.
+        ceiling = self.factor * (1.0 - aimd.below_ceiling)
+        target = max(factor, ceiling) if multiplier >= aimd.climb_back_above else factor
         return replace(state, factor=factor, decreased_at=now, target=target, increased_at=climb)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -52,7 +53,7 @@ def run(sim: ProviderSimulator, clock: FakeClock, addresses: list[str], *,
         api_key: str | None = None, **kwargs: Any) -> tuple[list[Any], list[Event]]:
     events: list[Event] = []
     options: dict[str, Any] = {
-        "gate": MemoryGate(clock=clock), "rate": RatePolicy(rate=None), "clock": clock,
+        "gate": MemoryGate(clock=clock), "rate": RatePolicy(rate=math.inf), "clock": clock,
         "concurrency": 2, "rng": random.Random(3),
         "backoff": Backoff(initial_seconds=0.5, jitter=1.0),
     }

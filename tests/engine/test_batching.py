@@ -9,6 +9,7 @@ gate's counters, never on durations.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -58,7 +59,7 @@ def streets(n: int, start: int = 1) -> list[str]:
 
 def engine(provider: Any, clock: FakeClock, **kwargs: Any) -> Engine:
     options: dict[str, Any] = {
-        "gate": MemoryGate(clock=clock), "rate": RatePolicy(rate=None), "clock": clock,
+        "gate": MemoryGate(clock=clock), "rate": RatePolicy(rate=math.inf), "clock": clock,
         "concurrency": 2, "rng": random.Random(3), "backoff": Backoff(initial_seconds=0.5),
     }
     options.update(kwargs)

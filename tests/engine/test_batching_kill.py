@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import signal
 import subprocess
@@ -30,14 +31,14 @@ ROOT = Path(__file__).resolve().parents[2]
 ADDRESSES = [f"Landstrasse {i}, 9490 Vaduz" + (" #timeoutx1" if i == 7 else "") for i in range(10)]
 
 CHILD = textwrap.dedent("""
-    import asyncio, json, sys
+    import asyncio, json, math, sys
     from geotoolkit import MemoryGate, Query, RatePolicy
     from geotoolkit.engine import Engine
     from geotoolkit.providers import Census
     from geotoolkit.store.sqlite import SQLiteStore
 
     url, path, addresses = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-    engine = Engine(Census(url), gate=MemoryGate(), store=SQLiteStore(path), rate=RatePolicy(rate=None),
+    engine = Engine(Census(url), gate=MemoryGate(), store=SQLiteStore(path), rate=RatePolicy(rate=math.inf),
                     batch_size=5, concurrency=1)
     asyncio.run(engine.run([Query(text=a) for a in addresses]))
 """)
@@ -60,7 +61,7 @@ def test_a_batch_killed_mid_upload_resends_only_unsettled_rows(tmp_path: Path) -
 
         store = SQLiteStore(cache)
         try:
-            engine = Engine(Census(sim.url), gate=MemoryGate(), store=store, rate=RatePolicy(rate=None),
+            engine = Engine(Census(sim.url), gate=MemoryGate(), store=store, rate=RatePolicy(rate=math.inf),
                             batch_size=5)
             outcomes = asyncio.run(engine.run([Query(text=a) for a in ADDRESSES]))
         finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -68,6 +69,7 @@ def test_a_postgres_cache_is_shared(sim: ProviderSimulator, provider: Nominatim,
 
 
 _CHILD = """
+import math
 import sys
 import pandas as pd
 import geotoolkit
@@ -75,7 +77,7 @@ from geotoolkit.providers import Nominatim
 
 url, cache, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 df = pd.DataFrame({"address": [f"Resume street {i}, 9490 Vaduz" for i in range(n)]})
-df.geocode.run(provider=Nominatim(url, user_agent=sys.argv[4]), gate="memory://", rate=None,
+df.geocode.run(provider=Nominatim(url, user_agent=sys.argv[4]), gate="memory://", rate=math.inf,
                concurrency=2, cache=cache, progress=False)
 print("finished")
 """
@@ -113,7 +115,7 @@ def test_kill_9_loses_only_requests_in_flight(tmp_path: Path) -> None:
 
         sim.reset()
         out = pd.DataFrame({"address": addresses}).geocode.run(
-            provider=provider, gate="memory://", rate=None, concurrency=8, cache=cache,
+            provider=provider, gate="memory://", rate=math.inf, concurrency=8, cache=cache,
             progress=False)
         second = [r.query for r in sim.requests]
     assert not settled & set(second)  # settled rows were not sent again

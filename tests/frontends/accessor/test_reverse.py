@@ -4,6 +4,7 @@ reverse endpoint, reprojection, the distance column, the cache, chains, export a
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -187,7 +188,7 @@ def test_a_fallback_chain_asks_the_next_provider_for_what_the_first_left(
         keyed_sim: ProviderSimulator) -> None:
     keyed_sim.reset()
     chain = [Geonorge(keyed_sim.url), Photon(keyed_sim.url)]  # Geonorge answers addresses only
-    out = reverse(fixes(NEAR_STAEDTLE, NEAR_DUXWEG), chain, rate=None)
+    out = reverse(fixes(NEAR_STAEDTLE, NEAR_DUXWEG), chain, rate=math.inf)
     assert list(out.geocode_provider) == ["geonorge", "photon"]
     assert list(out.geocode_precision.astype(str)) == ["address", "street"]
     assert [r.provider for r in keyed_sim.requests] == ["geonorge", "geonorge", "photon"]

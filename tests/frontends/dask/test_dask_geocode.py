@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import math
 import os
 import pickle
 import signal
@@ -69,7 +70,7 @@ def test_partitions_share_the_fleet_pace_and_match_a_single_process_run(
     df = _frame()
     with ProviderSimulator() as sim:
         provider = Nominatim(sim.url, user_agent=UA)
-        alone = df.geocode.run("address", provider=provider, gate="memory://", rate=None,
+        alone = df.geocode.run("address", provider=provider, gate="memory://", rate=math.inf,
                                cache=False, progress=False)
         sim.reset()
         lazy = gdask.geocode(dd.from_pandas(df, npartitions=6, sort=False), "address", provider="nominatim",
