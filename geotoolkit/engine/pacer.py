@@ -170,8 +170,11 @@ class Pacer:
 
     @property
     def interval(self) -> float:
-        """The fleet's configured spacing; one second when discovering (the factor is the rate)."""
-        return 1.0 if self.rate.discovering else self.rate.interval
+        """The fleet's configured spacing; when discovering, one second (the factor is the
+        rate) less the safety margin."""
+        if self.rate.discovering:
+            return 1.0 / (1.0 - self.rate.safety_margin)
+        return self.rate.interval
 
     def _spacing(self) -> float:
         """Extra spacing after this worker's next slot: after its first only (its first

@@ -198,15 +198,18 @@ class Aimd:
     one, the algorithm of most API gateways, a pace ``p`` over a limit ``L`` is refused
     after ``n = 1 / (1 - L/p)`` sends, so the limit is about ``1 - 1/n`` of the pace;
     the cut is that, at least ``below_ceiling`` (a 429 after a long calm: the fleet is
-    just over, or its sends jitter) and at most ``decrease`` (the deepest single cut).
+    just over, or its sends jitter: the margin under the limit is learned this way, 1 %
+    per such 429, instead of being fixed) and at most ``decrease`` (the deepest single
+    cut). Nor does it go below what the fleet sustained: the gate passes the share of
+    the pace its successes kept up over the recent window as a floor (a 429 of jitter
+    after seconds of clean answers is not a limit at half the pace). At most one cut
+    per ``hold_seconds``; the cut stands.
 
-    A small cut (at least ``climb_back_above``: the fleet was just over, or its sends
-    jitter) makes the factor at the event a *ceiling*: after the pause, and
-    ``climb_after_seconds`` more without a 429, successes climb back within seconds
-    (``recover_seconds``) to ``below_ceiling`` under it, no higher, and a ceiling
-    still too fast meets the next 429, which lowers it: the margin under the limit is
-    learned this way, instead of being fixed. A larger cut stands (climbing back would
-    meet the same 429s again). At most one cut per ``hold_seconds``.
+    With ``climb_back_above`` under 1 (off by default), a cut at least that small makes
+    the factor at the event a *ceiling*: after the pause and ``climb_after_seconds``
+    more without a 429, successes climb back within ``recover_seconds`` to
+    ``below_ceiling`` under it (measured: on a leaky bucket with another client or an
+    overclaimed rate, the climb met the same 429s again and cost more than it won).
 
     Above that level, once ``probe_after_seconds`` have passed since the last 429,
     every second of successes raises the factor by ``increase_per_second`` of itself
@@ -221,7 +224,7 @@ class Aimd:
     below_ceiling: float = 0.01
     climb_after_seconds: float = 3.0
     recover_seconds: float = 2.0
-    climb_back_above: float = 0.9
+    climb_back_above: float = 1.0
     increase_per_second: float = 0.002
     probe_after_seconds: float = 60.0
     growth_per_second: float = 0.25

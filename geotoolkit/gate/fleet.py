@@ -157,7 +157,8 @@ class AimdState:
         return replace(self, factor=min(max_factor, factor), increased_at=now)
 
     def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
-                  sends: float, discovering: bool = False, ok: int | None = None) -> AimdState:
+                  sends: float, discovering: bool = False, ok: int | None = None,
+                  floor: float = 0.0) -> AimdState:
         """A 429 at ``now`` while the pause before it ran until ``previous_until``.
 
         During a pause it is part of the burst that published it: nothing changes.
@@ -167,6 +168,8 @@ class AimdState:
         to just under the factor of the event from ``new_until`` (the end of the pause
         it publishes) plus ``Aimd.climb_after_seconds``. ``ok`` (the key's ``OK``
         counter now) is kept, so the next event counts the successes since this one.
+        ``floor``: the share of the pace the fleet sustained with successes over the
+        recent window; the limit is at least that, so no cut goes below it.
 
         >>> a = Aimd()
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
@@ -185,7 +188,7 @@ class AimdState:
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
             # No second cut so soon, but no climbing during this pause either.
             return replace(state, increased_at=max(self.increased_at or climb, climb))
-        multiplier = aimd.cut(sends)
+        multiplier = max(aimd.cut(sends), min(floor, 1.0 - aimd.below_ceiling))
         if discovering and self.throttled_at is None:
             multiplier = min(multiplier, aimd.discover_cut)
         factor = max(aimd.min_factor, self.factor * multiplier)

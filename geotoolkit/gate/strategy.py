@@ -89,6 +89,9 @@ from geotoolkit.gate.primitives import (
 
 __all__ = ["FleetGate", "fleet_key"]
 
+#: The fleet's sustained success rate bounds a cut from below once the window spans this.
+MIN_SUSTAINED_SECONDS = 2.0
+
 _Known = tuple[str | None, AimdState]  # the stored text (None: absent) and what it says
 
 
@@ -317,12 +320,16 @@ class FleetGate:
         else:  # the first event (or the fleet stopped meanwhile): what the window shows
             sends = float(successes_since(state.now, resumed, counters))
         calm = state.now - resumed
+        per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: 1/s
         if calm >= WINDOW_SECONDS and window_full(state.now, counters):
             # Sending since before the window began: the calm, at the pace, says more.
-            per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: 1/s
             sends = max(sends, calm * per_second)
+        # The limit is at least what the fleet sustained over the window (pauses included,
+        # so a lower bound): a 429 soon after the last one cannot cut below that.
+        window, _, successes, _ = window_totals(state.now, counters)
+        sustained = successes / window / per_second if window >= MIN_SUSTAINED_SECONDS else 0.0
         return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
-                              discovering=discovering, ok=ok)
+                              discovering=discovering, ok=ok, floor=sustained)
 
     def _throttle_again(self, key: str, state: StoreState, seconds: float,
                         counters: Mapping[str, int], tries: int = 3) -> None:

@@ -354,3 +354,48 @@ def test_a_check_back_before_the_slot_is_repeated_at_the_slot() -> None:
     assert len(checks) == 4
     assert checks[1::2] == pytest.approx(sent[1:], abs=1e-9)
     assert all(early < at for early, at in zip(checks[0::2], checks[1::2], strict=True))
+
+
+class LeakyBucket:
+    """nginx ``limit_req`` with ``burst`` and ``nodelay`` (GCRA), Retry-After: 1."""
+
+    def __init__(self, clock: FakeClock, rate: float, burst: int = 1) -> None:
+        self.clock, self.interval, self.tolerance, self.tat = clock, 1 / rate, burst / rate, 0.0
+        self.log: list[tuple[float, int]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        now = self.clock.now()
+        tat = max(self.tat, now)
+        if now < tat - self.tolerance - 1e-12:
+            self.log.append((now, 429))
+            return httpx.Response(429, headers={"Retry-After": "1"})
+        self.tat = tat + self.interval
+        self.log.append((now, 200))
+        return httpx.Response(200, json=MATCH)
+
+    def count(self, status: int) -> int:
+        return sum(1 for _, s in self.log if s == status)
+
+
+def test_with_no_rate_the_fleet_discovers_it_and_the_next_run_starts_there() -> None:
+    clock = FakeClock(start=1_000_000.0)
+    limiter = LeakyBucket(clock, rate=5.0)  # a self-hosted instance: nobody says 5/s
+    gate = MemoryGate(clock=clock)
+    events: list[Event] = []
+    outcomes = asyncio.run(engine(clock, limiter, gate, rate=None).run(queries(300), events.append))
+    assert all(o.status == "matched" for o in outcomes)  # a 429 never fails a row
+    assert limiter.count(429) <= 4  # found with a few 429s, not one per row
+    allowed = [e.allowed_rate for e in events if isinstance(e, FleetSampled) and e.allowed_rate]
+    assert allowed[0] == pytest.approx(1.0, abs=0.3)  # it started modestly
+    learned = gate.stats(Nominatim("http://sim.test", user_agent="x/1").gate_key).learned_rate
+    # Settled at the real rate (the fleet paces 0.5 % under what it learned).
+    assert learned is not None and 4.5 <= learned <= 5.05
+    first_run = [t for t, s in limiter.log if s == 200]
+    # The next run on the key starts at the learned rate, not at 1/s again.
+    limiter.log.clear()
+    clock.advance(60.0)
+    asyncio.run(engine(clock, limiter, gate, rate=None).run(queries(40, "Next")))
+    again = [t for t, s in limiter.log if s == 200]
+    assert len(again) == 40 and limiter.count(429) == 0
+    assert (again[-1] - again[0]) < 40 / 3.0  # paced near the learned rate at once
+    assert (first_run[40] - first_run[0]) > (again[-1] - again[0])  # the first 40 were slower
