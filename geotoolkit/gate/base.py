@@ -203,13 +203,14 @@ class Aimd:
     cut). Nor does it go below what the fleet sustained: the gate passes the share of
     the pace its successes kept up over the recent window as a floor (a 429 of jitter
     after seconds of clean answers is not a limit at half the pace). At most one cut
-    per ``hold_seconds``; the cut stands.
+    per ``hold_seconds``.
 
-    With ``climb_back_above`` under 1 (off by default), a cut at least that small makes
-    the factor at the event a *ceiling*: after the pause and ``climb_after_seconds``
-    more without a 429, successes climb back within ``recover_seconds`` to
-    ``below_ceiling`` under it (measured: on a leaky bucket with another client or an
-    overclaimed rate, the climb met the same 429s again and cost more than it won).
+    One 429 cannot tell a limit from jitter (a cold fleet's first sends bunch), so
+    after the first 429 in ``probe_after_seconds`` the factor at the event is a
+    *ceiling*: after the pause and ``climb_after_seconds`` more without a 429,
+    successes climb back within ``recover_seconds`` to ``below_ceiling`` under it.
+    Another 429 within ``probe_after_seconds`` shows the limit is real: that cut, and
+    every one after it, stands.
 
     Above that level, once ``probe_after_seconds`` have passed since the last 429,
     every second of successes raises the factor by ``increase_per_second`` of itself
@@ -224,7 +225,6 @@ class Aimd:
     below_ceiling: float = 0.01
     climb_after_seconds: float = 3.0
     recover_seconds: float = 2.0
-    climb_back_above: float = 1.0
     increase_per_second: float = 0.002
     probe_after_seconds: float = 60.0
     growth_per_second: float = 0.25
@@ -233,7 +233,7 @@ class Aimd:
     hold_seconds: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("decrease", "discover_cut", "min_factor", "climb_back_above"):
+        for name in ("decrease", "discover_cut", "min_factor"):
             if not 0 < getattr(self, name) <= 1:
                 raise ConfigurationError(f"Aimd.{name} must be in (0, 1]")
         if not 0 <= self.below_ceiling < 1:

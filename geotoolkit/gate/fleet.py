@@ -173,8 +173,11 @@ class AimdState:
 
         >>> a = Aimd()
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
-        >>> cut.factor, cut.target, cut.increased_at
-        (0.5, 0.5, 14.0)
+        >>> cut.factor, cut.target, cut.increased_at   # climbs back from 14 s to 0.99
+        (0.5, 0.99, 14.0)
+        >>> again = cut.throttled(16.0, 11.0, 17.0, a, sends=8)   # refused again on the way
+        >>> round(again.factor, 4), again.target == again.factor   # the limit is real
+        (0.4375, True)
         >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, sends=500)
         >>> lone.factor, lone.target
         (0.99, 0.99)
@@ -192,9 +195,13 @@ class AimdState:
         if discovering and self.throttled_at is None:
             multiplier = min(multiplier, aimd.discover_cut)
         factor = max(aimd.min_factor, self.factor * multiplier)
-        # Just over (or jitter): back to just under where it happened. Well over: it stands.
-        ceiling = self.factor * (1.0 - aimd.below_ceiling)
-        target = max(factor, ceiling) if multiplier >= aimd.climb_back_above else factor
+        # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after
+        # the first in a while the fleet climbs back to just under where it came. Another
+        # within ``probe_after_seconds`` (while climbing back, or after) shows the limit
+        # is real, and so does one while discovering: then the cut stands.
+        first = self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds
+        doubt = first and not (discovering and self.throttled_at is None)
+        target = max(factor, self.factor * (1.0 - aimd.below_ceiling)) if doubt else factor
         return replace(state, factor=factor, decreased_at=now, target=target, increased_at=climb)
 
 
