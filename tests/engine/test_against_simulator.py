@@ -12,7 +12,6 @@ import asyncio
 import logging
 import math
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -38,15 +37,6 @@ from geotoolkit.testing import ProviderSimulator
 UA = "geotoolkit-tests/1.0 (tests@example.org)"
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(start=1_790_000_000.0)
-
-
-@pytest.fixture
-def sim(clock: FakeClock) -> Iterator[ProviderSimulator]:
-    with ProviderSimulator(clock=clock.now, hang_seconds=5.0) as simulator:
-        yield simulator
 
 
 def run(sim: ProviderSimulator, clock: FakeClock, addresses: list[str], *,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -42,15 +41,6 @@ KNOWN = "Städtle 38, 9490 Vaduz"
 NOWHERE = "Nowhere Street 999, 0000 Atlantis"
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(start=1_790_000_000.0)
-
-
-@pytest.fixture
-def sim(clock: FakeClock) -> Iterator[ProviderSimulator]:
-    with ProviderSimulator(clock=clock.now, hang_seconds=5.0) as simulator:
-        yield simulator
 
 
 def streets(n: int, start: int = 1) -> list[str]:
