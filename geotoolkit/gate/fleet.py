@@ -91,8 +91,9 @@ class AimdState:
     the level successes climb back to quickly (just under the ceiling an isolated
     429 found); above it they only probe slowly (see ``Aimd``).
 
-    >>> AimdState.from_text(AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42).to_text())
-    AimdState(factor=0.5, decreased_at=10.0, throttled_at=10.0, increased_at=12.5, target=0.7, ok_at=42)
+    >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5)
+    >>> AimdState.from_text(state.to_text()) == state
+    True
     >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
     True
     """
@@ -103,10 +104,11 @@ class AimdState:
     increased_at: float | None = None
     target: float | None = None
     ok_at: int | None = None  #: the key's ``OK`` counter at the last 429 event
+    base: float | None = None  #: where a climb back after a doubtful cut started
 
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
-                           self.target, self.ok_at])
+                           self.target, self.ok_at, self.base])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
@@ -114,10 +116,11 @@ class AimdState:
             factor, decreased, throttled, increased, *rest = json.loads(text or "null")
             target = _instant(rest[0]) if rest else None
             ok_at = rest[1] if len(rest) > 1 and isinstance(rest[1], int) else None
+            base = _instant(rest[2]) if len(rest) > 2 else None
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
-                       _instant(increased), target, ok_at)
+                       _instant(increased), target, ok_at, base)
         except (TypeError, ValueError):
             return cls()
 
@@ -175,9 +178,10 @@ class AimdState:
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
         >>> cut.factor, cut.target, cut.increased_at   # climbs back from 14 s to 0.99
         (0.5, 0.99, 14.0)
-        >>> again = cut.throttled(16.0, 11.0, 17.0, a, sends=8)   # refused again on the way
-        >>> round(again.factor, 4), again.target == again.factor   # the limit is real
-        (0.4375, True)
+        >>> climbed = replace(cut, factor=0.6)                      # on its way back up
+        >>> again = climbed.throttled(16.0, 11.0, 17.0, a, sends=20)   # refused again
+        >>> again.factor, again.target   # the limit is real: back where the climb began
+        (0.5, 0.5)
         >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, sends=500)
         >>> lone.factor, lone.target
         (0.99, 0.99)
@@ -191,10 +195,14 @@ class AimdState:
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
             # No second cut so soon, but no climbing during this pause either.
             return replace(state, increased_at=max(self.increased_at or climb, climb))
-        multiplier = max(aimd.cut(sends), min(floor, 1.0 - aimd.below_ceiling))
+        multiplier = aimd.cut(sends)
         if discovering and self.throttled_at is None:
             multiplier = min(multiplier, aimd.discover_cut)
-        factor = max(aimd.min_factor, self.factor * multiplier)
+        proposed = self.factor * multiplier
+        if self.base is not None and self.target is not None and self.factor < self.target:
+            proposed = min(proposed, self.base)  # refused while climbing back: where it began
+        sustained = self.factor * min(floor, 1.0 - aimd.below_ceiling)
+        factor = max(aimd.min_factor, proposed, sustained)
         # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after
         # the first in a while the fleet climbs back to just under where it came. Another
         # within ``probe_after_seconds`` (while climbing back, or after) shows the limit
@@ -202,7 +210,8 @@ class AimdState:
         first = self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds
         doubt = first and not (discovering and self.throttled_at is None)
         target = max(factor, self.factor * (1.0 - aimd.below_ceiling)) if doubt else factor
-        return replace(state, factor=factor, decreased_at=now, target=target, increased_at=climb)
+        return replace(state, factor=factor, decreased_at=now, target=target, increased_at=climb,
+                       base=factor if doubt else None)
 
 
 def _instant(value: object) -> float | None:

@@ -64,14 +64,14 @@ def test_the_aimd_steps_with_plain_numbers() -> None:
     a = Aimd(decrease=0.5, hold_seconds=1.0, climb_after_seconds=3.0, recover_seconds=2.0,
              increase_per_second=0.1, probe_after_seconds=0.0)
     deep = AimdState().throttled(100.0, 0.0, 101.0, a, sends=5)  # refused after 5 successes
-    assert deep == AimdState(0.8, 100.0, 100.0, 104.0, 0.99)  # the limit is ~4/5, or jitter
+    assert deep == AimdState(0.8, 100.0, 100.0, 104.0, 0.99, base=0.8)  # the limit is ~4/5, or jitter
     again = deep.throttled(110.0, 101.0, 111.0, Aimd(decrease=0.5), sends=10)  # within a minute:
     assert (again.factor, again.target) == (pytest.approx(0.72), pytest.approx(0.72))  # stands
     # Refused after 20: just over (or jitter): back to just under 1.0 from 101 + 3 s.
     cut = AimdState(1.0).throttled(100.0, 0.0, 101.0, a, sends=20)
-    assert cut == AimdState(0.95, 100.0, 100.0, 104.0, 0.99)
+    assert cut == AimdState(0.95, 100.0, 100.0, 104.0, 0.99, base=0.95)
     held = cut.throttled(100.5, 100.4, 103.0, a, 0)  # within the hold: no cut, no climb yet
-    assert held == AimdState(0.95, 100.0, 100.5, 106.0, 0.99)
+    assert held == AimdState(0.95, 100.0, 100.5, 106.0, 0.99, base=0.95)
     assert cut.throttled(101.0, 101.5, 103.0, a, 0) is cut  # during a pause: the same burst
     assert cut.credited(103.0, 5, a) is cut  # not yet: the pause, then the climb's hold
     up = cut.credited(105.0, 5, a)  # one second of climbing: half the way (2 s)
