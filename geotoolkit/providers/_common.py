@@ -357,7 +357,7 @@ def parse_base_url(base_url: str) -> tuple[str, str]:
 def policy_rate(name: str, host: str, rate: float | None) -> float | None:
     if rate is not None:
         if isinstance(rate, bool) or not isinstance(rate, int | float) or not (
-                math.isfinite(rate) and rate > 0):
+                rate > 0 and not math.isnan(rate)):  # math.inf: no limit at all
             raise ConfigurationError(f"rate must be positive, got {rate!r}")
         return float(rate)
     policy = POLICIES.get(name)

@@ -113,10 +113,14 @@ def test_default_rate_comes_from_the_registry_for_the_public_host(name: str) -> 
     assert own.default_rate is None and own.host == "127.0.0.1:8080"
 
 
-@pytest.mark.parametrize("rate", [0, -1, float("nan"), float("inf")])
+@pytest.mark.parametrize("rate", [0, -1, float("nan"), float("-inf"), True, "2"])
 def test_bad_rate_is_refused(name: str, rate: float) -> None:
     with pytest.raises(ConfigurationError):
         make(name, rate=rate)
+
+
+def test_an_unlimited_rate_is_a_provider_s_own_choice(name: str) -> None:
+    assert make(name, base_url="http://127.0.0.1:8080", rate=float("inf")).default_rate == float("inf")
 
 
 def test_bad_base_url_is_refused(name: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -85,7 +86,7 @@ class RawCoordinates:
 
     name = "raw"
     host = "coordinates.test"
-    default_rate: float | None = None
+    default_rate: float | None = math.inf  # a mock transport: no limit to discover
     gate_key = "coordinates.test"
     secrets: tuple[str, ...] = ()
     max_query_chars = 2000

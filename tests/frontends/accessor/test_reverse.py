@@ -187,8 +187,9 @@ def test_non_blocking_raises_instead_of_waiting_and_the_rerun_sends_only_the_res
 def test_a_fallback_chain_asks_the_next_provider_for_what_the_first_left(
         keyed_sim: ProviderSimulator) -> None:
     keyed_sim.reset()
-    chain = [Geonorge(keyed_sim.url), Photon(keyed_sim.url)]  # Geonorge answers addresses only
-    out = reverse(fixes(NEAR_STAEDTLE, NEAR_DUXWEG), chain, rate=math.inf)
+    chain = [Geonorge(keyed_sim.url, rate=math.inf),  # Geonorge answers addresses only
+             Photon(keyed_sim.url, rate=math.inf)]
+    out = reverse(fixes(NEAR_STAEDTLE, NEAR_DUXWEG), chain, rate=None)  # their own rates
     assert list(out.geocode_provider) == ["geonorge", "photon"]
     assert list(out.geocode_precision.astype(str)) == ["address", "street"]
     assert [r.provider for r in keyed_sim.requests] == ["geonorge", "geonorge", "photon"]

@@ -13,6 +13,7 @@ analytics off.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -38,8 +39,9 @@ def sim() -> Iterator[ProviderSimulator]:
 
 
 def _options(sim: ProviderSimulator, tmp_path: Path) -> dict[str, Any]:
-    # memory:// gate: each attempt gets a fresh gate, so the run retries exactly once.
-    return {"base_url": sim.url, "user_agent": UA, "gate": "memory://",
+    # memory:// gate: each attempt gets a fresh gate, so the run retries exactly once. The
+    # instance publishes no rate; "unlimited": the only wait is the one the 429 asks for.
+    return {"base_url": sim.url, "user_agent": UA, "gate": "memory://", "rate": math.inf,
             "cache": f"sqlite:///{tmp_path}/results.sqlite", "max_wait_seconds": 0.5,
             "max_delay_seconds": MAX_DELAY, "concurrency": 1}
 
