@@ -9,8 +9,10 @@ transaction, so concurrent openers agree); its rows read back with precision
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -114,7 +116,7 @@ class SQLiteStore:
         if self._version() == _VERSION:
             db.execute("PRAGMA synchronous=NORMAL")
             return
-        db.execute("PRAGMA journal_mode=WAL")
+        self._wal()
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -130,6 +132,23 @@ class SQLiteStore:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+    def _wal(self) -> None:
+        """Switch the file to WAL. Changing the journal mode ignores the busy timeout: with
+        several openers at once, the others are refused ("database is locked") while one
+        switches, and find it switched when they look again."""
+        for _ in range(50):
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc):
+                    raise
+            with contextlib.suppress(sqlite3.OperationalError):  # busy too: try again
+                if str(self._db.execute("PRAGMA journal_mode").fetchone()[0]).lower() == "wal":
+                    return
+            time.sleep(0.02)
+        self._db.execute("PRAGMA journal_mode=WAL")  # the last try: its error is the answer
 
     def _version(self) -> int:
         version = int(self._db.execute("PRAGMA user_version").fetchone()[0])
