@@ -41,10 +41,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from geotoolkit.engine import http
 from geotoolkit.engine.pacer import call_gate
 from geotoolkit.engine.settings import EngineSettings
-from geotoolkit.errors import ProviderUnavailableError, QueryError, RateLimitError
+from geotoolkit.errors import ProviderUnavailableError, QueryError
 from geotoolkit.providers.protocol import BatchPolicy, batch_policy
 from geotoolkit.results import Failure, Outcome, Query, ReverseQuery, with_attempts
 from geotoolkit.store.base import ResultStore
@@ -178,42 +177,15 @@ class Batches:
         except Exception as exc:  # a provider's bug: the rows get their chance alone
             return None, 0, engine._redact(f"{type(exc).__name__}: {exc}")
         parse = functools.partial(engine.provider.parse_batch_response, queries)
-        cost, first = self.policy.slots(len(part)), part[0][0]
-        attempt = throttles = sent = 0
-        why = ""
-        while attempt < attempts:
-            epoch = await engine._may_send(cost)
-            if epoch is None:
-                continue  # the circuit opened meanwhile: wait for it
-            engine._arm(request, epoch)
-            attempt, sent = attempt + 1, sent + 1
-            engine.pacer.counts.requests += 1
-            try:
-                outcomes = await engine._exchange(request, parse, rows=len(part))
-            except http.SendVoided:  # held up after its check, and a pause came: not sent
-                attempt, sent = attempt - 1, sent - 1
-                engine.pacer.counts.requests -= 1
-                continue
-            except RateLimitError as exc:  # a signal to slow down, never a verdict on the rows
-                attempt, throttles = attempt - 1, throttles + 1
-                await engine._throttled(exc, throttles)
-                continue
-            except ProviderUnavailableError as exc:
-                why = engine._redact(str(exc))
-                if await engine.circuit.failed(first, exc):
-                    attempt -= 1  # an outage is not these rows' fault
-                    continue
-                wait = engine.settings.backoff.delay(attempt, engine.rng)
-            except self.pass_through:
-                raise
-            except Exception as exc:  # an answer that cannot be used: not retried
-                return None, sent, engine._redact(f"{type(exc).__name__}: {exc}")
-            else:
-                return _whole(outcomes, len(part), sent)
-            if attempt < attempts:
-                engine.pacer.check_budget(wait)
-                await engine.pacer.sleep_until(engine.clock.now() + wait)
-        return None, sent, f"gave up after {attempt} attempts: {why}"
+        exchange = functools.partial(engine._exchange, request, parse, rows=len(part))
+        outcomes, sent, error = await engine._attempts(
+            request, exchange, attempts=attempts, key=part[0][0],
+            cost=self.policy.slots(len(part)), final=(Exception,))
+        if outcomes is not None:
+            return _whole(outcomes, len(part), sent)
+        if error is None or isinstance(error, ProviderUnavailableError):
+            return None, sent, f"gave up after {attempts} attempts: {engine._redact(str(error))}"
+        return None, sent, engine._redact(f"{type(error).__name__}: {error}")  # not retried
 
 
 def _whole(outcomes: list[Outcome], rows: int, sent: int) -> tuple[list[Outcome] | None, int, str]:

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -29,7 +29,6 @@ from geotoolkit.errors import (
     AuthenticationError,
     ConfigurationError,
     GateError,
-    GeotoolkitError,
     ProviderResponseError,
     ProviderUnavailableError,
     QueryError,
@@ -290,40 +289,64 @@ class Engine:
         except QueryError as exc:  # refused before any request: too long, not encodable
             return Failure(reason=self._redact(str(exc)), error="QueryError",
                            provider=self.provider.name)
-        last: GeotoolkitError | None = None
-        attempt = throttles = sent = 0  # attempts count toward max_attempts; sent is every try
-        while attempt < self.settings.max_attempts:
-            epoch = await self._may_send()
+        exchange = functools.partial(self._send, query, request)
+        attempts = self.settings.max_attempts
+        outcome, sent, error = await self._attempts(request, exchange, attempts=attempts, key=key,
+                                                    final=(ProviderResponseError,))
+        if outcome is not None:
+            return self._tidy(outcome, sent)
+        if isinstance(error, ProviderResponseError):  # an answer that cannot be used
+            return Failure(reason=self._redact(str(error)), error=type(error).__name__,
+                           provider=self.provider.name, attempts=sent)
+        return Failure(reason=self._redact(f"gave up after {attempts} attempts: {error}"),
+                       error=type(error).__name__, provider=self.provider.name, attempts=sent)
+
+    async def _attempts(self, request: httpx.Request, exchange: Callable[[], Awaitable[T]], *,
+                        attempts: int, key: str, cost: int = 1,
+                        final: tuple[type[Exception], ...] = ()
+                        ) -> tuple[T | None, int, BaseException | None]:
+        """Send ``request`` through ``exchange`` until it is answered: ``(answer, requests
+        sent, None)``, or ``(None, sent, error)`` with the error that ended the attempts (one
+        of ``final``, never retried, or the last transport failure after ``attempts``).
+
+        Before every try the circuit and a slot (``cost`` slots for a batch counted per
+        query); a 429 pauses the fleet and never counts as an attempt; a transport failure
+        feeds the circuit (``key``: the row, or a batch's first row) and, unless the circuit
+        opens, backs off. Errors about the whole run (``_PASS_THROUGH``) propagate.
+        """
+        last: BaseException | None = None
+        attempt = throttles = sent = 0  # attempts count toward ``attempts``; sent is every try
+        while attempt < attempts:
+            epoch = await self._may_send(cost)
             if epoch is None:
-                continue  # the circuit opened meanwhile: wait for it, the row keeps its place
+                continue  # the circuit opened meanwhile: wait for it, the rows keep their place
             self._arm(request, epoch)
             attempt, sent = attempt + 1, sent + 1
             self.pacer.counts.requests += 1
             try:
-                outcome = await self._send(query, request)
-                return self._tidy(outcome, sent)
+                return await exchange(), sent, None
             except http.SendVoided:  # held up after its check, and a pause came: not sent
                 attempt, sent = attempt - 1, sent - 1
                 self.pacer.counts.requests -= 1
                 continue
-            except ProviderResponseError as exc:  # an answer that cannot be used: not retried
-                return Failure(reason=self._redact(str(exc)), error=type(exc).__name__,
-                               provider=self.provider.name, attempts=sent)
-            except RateLimitError as exc:  # a signal to slow down, never a verdict on the row
+            except RateLimitError as exc:  # a signal to slow down, never a verdict on the rows
                 attempt, throttles = attempt - 1, throttles + 1
                 await self._throttled(exc, throttles)
                 continue
             except ProviderUnavailableError as exc:
                 last = exc
                 if await self.circuit.failed(key, exc):
-                    attempt -= 1  # the outage is not this row's fault: it keeps its attempts
+                    attempt -= 1  # the outage is not the rows' fault: they keep their attempts
                     continue
                 wait = self.settings.backoff.delay(attempt, self.rng)
-            if attempt < self.settings.max_attempts:
+            except _PASS_THROUGH:
+                raise
+            except final as exc:
+                return None, sent, exc
+            if attempt < attempts:
                 self.pacer.check_budget(wait)
                 await self.pacer.sleep_until(self.clock.now() + wait)
-        return Failure(reason=self._redact(f"gave up after {attempt} attempts: {last}"),
-                       error=type(last).__name__, provider=self.provider.name, attempts=sent)
+        return None, sent, last
 
     async def _throttled(self, exc: RateLimitError, throttles: int) -> None:
         """A 429/503: publish the pause (before sleeping), then sleep it out.
