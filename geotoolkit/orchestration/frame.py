@@ -52,38 +52,43 @@ def _countries(country: Countries, n: int) -> list[str | None]:
     return [country_code(value) for value in country]
 
 
-class _Columns:
-    """The geocode columns of the distinct (outcome, country) pairs, filled one by one."""
+class OutcomeColumns:
+    """Result columns filled from outcomes one by one: what forward and reverse results
+    share (provider, attempts, status, label, reason, precision, score, the place's parts
+    with ``full_results``). ``names``: the columns of this kind of result."""
 
-    def __init__(self, n: int, *, min_precision: str | None, full_results: bool) -> None:
+    def __init__(self, names: Sequence[str], n: int, *, min_precision: str | None,
+                 full_results: bool) -> None:
         self.min_precision, self.full_results = min_precision, full_results
-        names = [*GEOCODE_COLUMNS, *(COARSE_COLUMNS if min_precision else ())]
-        if full_results:
-            names += FULL_RESULT_COLUMNS
+        names = [*names, *(FULL_RESULT_COLUMNS if full_results else ())]
         self.values: dict[str, list[Any]] = {name: [None] * n for name in names}
         self.values["geocode_attempts"] = [0] * n
 
-    def fill(self, i: int, outcome: Outcome, country: str | None) -> None:
+    def answered(self, i: int, outcome: Outcome) -> Match | None:
+        """Fill row ``i`` with what every outcome has; the Match, whose point is the
+        caller's to check and place (None: not a match, nothing more to fill)."""
         v = self.values
         v["geocode_provider"][i], v["geocode_attempts"][i] = outcome.provider, outcome.attempts
         v["geocode_status"][i], v["geocode_label"][i] = outcome.status, ""
         if not isinstance(outcome, Match):
             v["geocode_reason"][i] = outcome.reason
-            return
+            return None
         v["geocode_label"][i], v["geocode_precision"][i] = outcome.label, outcome.precision
         v["geocode_score"][i] = outcome.score
         if self.full_results:
             self._place(i, outcome.place)
-        problem = check_point(outcome.lon, outcome.lat, country)
-        if problem is not None:  # flagged: to the dead letters, never into the geometry
-            v["geocode_status"][i], v["geocode_reason"][i] = "failed", problem
-        elif too_coarse(outcome.precision, self.min_precision):
-            v["geocode_status"][i] = "too_coarse"
-            v["geocode_reason"][i] = (f"precision {outcome.precision} is coarser than "
-                                      f"{self.min_precision}")
-            v["geocode_coarse_lon"][i], v["geocode_coarse_lat"][i] = outcome.lon, outcome.lat
-        else:
-            v["lon"][i], v["lat"][i] = outcome.lon, outcome.lat
+        return outcome
+
+    def flag(self, i: int, status: str, reason: str) -> None:
+        self.values["geocode_status"][i], self.values["geocode_reason"][i] = status, reason
+
+    def coarse(self, i: int, match: Match) -> bool:
+        """Whether the match is coarser than ``min_precision`` (then flagged ``too_coarse``)."""
+        if not too_coarse(match.precision, self.min_precision):
+            return False
+        self.flag(i, "too_coarse", f"precision {match.precision} is coarser than "
+                                   f"{self.min_precision}")
+        return True
 
     def _place(self, i: int, place: Place) -> None:
         for name in _PLACE_TEXT:
@@ -92,6 +97,27 @@ class _Columns:
         box = place.bbox or (None, None, None, None)
         for name, value in zip(FULL_RESULT_COLUMNS[-4:], box, strict=True):
             self.values[name][i] = value
+
+
+class _Columns(OutcomeColumns):
+    """The geocode columns of the distinct (outcome, country) pairs, filled one by one."""
+
+    def __init__(self, n: int, *, min_precision: str | None, full_results: bool) -> None:
+        names = [*GEOCODE_COLUMNS, *(COARSE_COLUMNS if min_precision else ())]
+        super().__init__(names, n, min_precision=min_precision, full_results=full_results)
+
+    def fill(self, i: int, outcome: Outcome, country: str | None) -> None:
+        match = self.answered(i, outcome)
+        if match is None:
+            return
+        v = self.values
+        problem = check_point(match.lon, match.lat, country)
+        if problem is not None:  # flagged: to the dead letters, never into the geometry
+            self.flag(i, "failed", problem)
+        elif self.coarse(i, match):
+            v["geocode_coarse_lon"][i], v["geocode_coarse_lat"][i] = match.lon, match.lat
+        else:
+            v["lon"][i], v["lat"][i] = match.lon, match.lat
 
     def frame(self, rows: np.ndarray, index: pd.Index) -> pd.DataFrame:
         """One row per input row: ``rows`` indexes the distinct pairs."""

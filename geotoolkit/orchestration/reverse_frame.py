@@ -35,15 +35,13 @@ import shapely
 from pyproj import Geod
 
 from geotoolkit.export.dtypes import REVERSE_COLUMNS, result_dtypes
-from geotoolkit.results import Match, Outcome, Place
-from geotoolkit.schema import FULL_RESULT_COLUMNS, too_coarse
+from geotoolkit.orchestration.frame import OutcomeColumns
+from geotoolkit.results import Outcome
 from geotoolkit.validate import check_point
 
 __all__ = ["geodesic_distance_m", "point_lonlat", "reverse_frame"]
 
 _WGS84 = Geod(ellps="WGS84")
-_PLACE_TEXT = ("place_id", "osm_type", "housenumber", "street", "postcode", "locality", "region",
-               "country_code")
 
 
 def geodesic_distance_m(lon1: Any, lat1: Any, lon2: Any, lat2: Any) -> np.ndarray:
@@ -97,43 +95,23 @@ def point_lonlat(geometries: Any) -> tuple[np.ndarray, np.ndarray]:
     return lon, lat
 
 
-class _Columns:
+class _Columns(OutcomeColumns):
     """The geocode columns of a reverse result, filled row by row."""
 
     def __init__(self, n: int, *, min_precision: str | None, full_results: bool) -> None:
-        self.min_precision, self.full_results = min_precision, full_results
-        names = [*REVERSE_COLUMNS, *(FULL_RESULT_COLUMNS if full_results else ())]
-        self.values: dict[str, list[Any]] = {name: [None] * n for name in names}
-        self.values["geocode_attempts"] = [0] * n
+        super().__init__(REVERSE_COLUMNS, n, min_precision=min_precision,
+                         full_results=full_results)
 
     def fill(self, i: int, outcome: Outcome) -> None:
-        v = self.values
-        v["geocode_provider"][i], v["geocode_attempts"][i] = outcome.provider, outcome.attempts
-        v["geocode_status"][i], v["geocode_label"][i] = outcome.status, ""
-        if not isinstance(outcome, Match):
-            v["geocode_reason"][i] = outcome.reason
+        match = self.answered(i, outcome)
+        if match is None:
             return
-        v["geocode_label"][i], v["geocode_precision"][i] = outcome.label, outcome.precision
-        v["geocode_score"][i] = outcome.score
-        if self.full_results:
-            self._place(i, outcome.place)
-        problem = check_point(outcome.lon, outcome.lat)
+        problem = check_point(match.lon, match.lat)
         if problem is not None:  # flagged: a dead letter, its point kept nowhere
-            v["geocode_status"][i], v["geocode_reason"][i] = "failed", problem
+            self.flag(i, "failed", problem)
             return
-        v["geocode_lon"][i], v["geocode_lat"][i] = outcome.lon, outcome.lat
-        if too_coarse(outcome.precision, self.min_precision):
-            v["geocode_status"][i] = "too_coarse"
-            v["geocode_reason"][i] = (f"precision {outcome.precision} is coarser than "
-                                      f"{self.min_precision}")
-
-    def _place(self, i: int, place: Place) -> None:
-        for name in _PLACE_TEXT:
-            self.values[f"geocode_{name}"][i] = getattr(place, name)
-        self.values["geocode_osm_id"][i] = place.osm_id
-        box = place.bbox or (None, None, None, None)
-        for name, value in zip(FULL_RESULT_COLUMNS[-4:], box, strict=True):
-            self.values[name][i] = value
+        self.values["geocode_lon"][i], self.values["geocode_lat"][i] = match.lon, match.lat
+        self.coarse(i, match)
 
     def frame(self) -> pd.DataFrame:
         return result_dtypes(pd.DataFrame({name: pd.Series(values, dtype=object)
