@@ -352,8 +352,7 @@ class FleetGate:
     def record(self, key: str, report: Report, *, worker: str | None = None,
                leaving: bool = False) -> FleetStats:
         with self._lock:
-            known = self._known.get((key, DISCOVERED if self._paces.get(key, (0.0, False))[1]
-                                     else AIMD))
+            known = self._known.get((key, self._name(key)))
         ops = [*self._credit(key, known, report), *self._counted(key, report)]
         if worker is not None:
             name = WORKER + worker
