@@ -9,6 +9,7 @@ from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate.base import (
     Aimd,
     Cap,
+    Claim,
     FleetStats,
     Gate,
     GateState,
@@ -25,6 +26,7 @@ from geotoolkit.urls import backend_of, sqlite_path
 __all__ = [
     "Aimd",
     "Cap",
+    "Claim",
     "FleetStats",
     "Gate",
     "GateState",

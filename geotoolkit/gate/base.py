@@ -61,6 +61,7 @@ __all__ = [
     "MAX_TTL_SECONDS",
     "Aimd",
     "Cap",
+    "Claim",
     "FleetStats",
     "Gate",
     "GateState",
@@ -157,6 +158,26 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """The answer of ``claim``: the fleet's last word on a send, as it leaves.
+
+    Send after ``wait`` more seconds (the fleet's previous send went out late, and
+    two sends must stay ``interval`` apart as they leave, not only as scheduled),
+    unless a pause runs (``pause_until`` after ``now``, the store's clock) or the
+    pause ``epoch`` moved since the slot was reserved.
+    """
+
+    wait: float
+    now: float
+    pause_until: float
+    epoch: int
+
+    @property
+    def pause_remaining(self) -> float:
+        return max(0.0, self.pause_until - self.now)
+
+
+@dataclass(frozen=True)
 class FleetStats:
     """The fleet on one key, as every worker (and the notebook panel) sees it.
 
@@ -198,7 +219,7 @@ class Aimd:
     one, the algorithm of most API gateways, a pace ``p`` over a limit ``L`` is refused
     after ``n = 1 / (1 - L/p)`` sends, so the limit is about ``1 - 1/n`` of the pace;
     the cut is that, at least ``below_ceiling`` (a 429 after a long calm: the fleet is
-    just over, or its sends jitter: the margin under the limit is learned this way, 1 %
+    just over, or its sends jitter: the margin under the limit is learned this way, 2 %
     per such 429, instead of being fixed) and at most ``decrease`` (the deepest single
     cut). Nor does it go below what the fleet sustained: the gate passes the share of
     the pace its successes kept up over the recent window as a floor (a 429 of jitter
@@ -223,8 +244,8 @@ class Aimd:
     """
 
     decrease: float = 0.5
-    below_ceiling: float = 0.01
-    climb_after_seconds: float = 3.0
+    below_ceiling: float = 0.02
+    climb_after_seconds: float = 1.0
     recover_seconds: float = 2.0
     increase_per_second: float = 0.002
     probe_after_seconds: float = 60.0
@@ -250,7 +271,7 @@ class Aimd:
 
         >>> a = Aimd()
         >>> a.cut(0), a.cut(2), a.cut(5), a.cut(20), a.cut(1000)
-        (0.5, 0.5, 0.8, 0.95, 0.99)
+        (0.5, 0.5, 0.8, 0.95, 0.98)
         """
         evidence = 1.0 - 1.0 / sends if sends > 1.0 else 0.0
         return min(1.0 - self.below_ceiling, max(self.decrease, evidence))
@@ -296,6 +317,17 @@ class Gate(Protocol):
 
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
         """``reserve(...).wait``: the seconds to wait before sending."""
+        ...
+
+    def claim(self, key: str, interval: float) -> Claim:
+        """A reserved slot's send, as it leaves: space it ``interval`` from the fleet's
+        previous *actual* send, and read the pause, in one round trip.
+
+        Slots are scheduled ``interval`` apart, but a send can leave late (a starved
+        process, a slow connection) and land next to the following one, which a
+        limiter without burst refuses. Claims are spaced on the store's clock at the
+        moment each send leaves, so lateness delays the next send instead.
+        """
         ...
 
     def pause(

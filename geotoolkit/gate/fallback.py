@@ -29,6 +29,7 @@ from geotoolkit.clock import Clock, SystemClock
 from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate.base import (
     Cap,
+    Claim,
     FleetStats,
     Gate,
     GateState,
@@ -171,6 +172,10 @@ class FallbackGate:
 
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
         return self.reserve(key, interval, horizon).wait
+
+    def claim(self, key: str, interval: float) -> Claim:
+        return self._route(lambda: self.inner.claim(key, interval),
+                           lambda: self._local.claim(key, interval / self.share))
 
     def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
               report: Report | None = None) -> float:

@@ -135,6 +135,8 @@ class AimdState:
         >>> a = Aimd(recover_seconds=2.0, increase_per_second=0.01, probe_after_seconds=0.0)
         >>> AimdState(0.5, increased_at=10.0, target=0.9).credited(11.0, 3, a).factor   # fast
         0.7
+        >>> AimdState(0.7, increased_at=11.0, target=0.9, base=0.5).credited(12.0, 3, a).factor
+        0.9
         >>> AimdState(0.5, increased_at=10.0).credited(10.5, 3, a).factor   # a slow probe
         0.5025
         >>> AimdState(0.5, increased_at=10.0).credited(99.0, 3, a).factor   # at most 1 s each
@@ -149,8 +151,10 @@ class AimdState:
         credit = min(now - self.increased_at, CREDIT_SECONDS)
         factor = self.factor
         if self.target is not None and factor < self.target:
+            # Linear from where the climb began: back at the target within recover_seconds.
             share = min(1.0, credit / aimd.recover_seconds) if aimd.recover_seconds > 0 else 1.0
-            factor += (self.target - factor) * share
+            start = self.base if self.base is not None and self.base < factor else factor
+            factor = min(self.target, factor + (self.target - start) * share)
             if self.target - factor < 1e-3 * self.target:
                 factor = self.target
         elif self.throttled_at is None and max_factor > 1.0:  # discovering: not throttled yet
@@ -176,15 +180,15 @@ class AimdState:
 
         >>> a = Aimd()
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
-        >>> cut.factor, cut.target, cut.increased_at   # climbs back from 14 s to 0.99
-        (0.5, 0.99, 14.0)
+        >>> cut.factor, cut.target, cut.increased_at   # climbs back from 12 s to 0.98
+        (0.5, 0.98, 12.0)
         >>> climbed = replace(cut, factor=0.6)                      # on its way back up
         >>> again = climbed.throttled(16.0, 11.0, 17.0, a, sends=20)   # refused again
         >>> again.factor, again.target   # the limit is real: back where the climb began
         (0.5, 0.5)
         >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, sends=500)
         >>> lone.factor, lone.target
-        (0.99, 0.99)
+        (0.98, 0.98)
         >>> AimdState(throttled_at=9.0).throttled(10.0, 11.0, 12.0, a, 5).throttled_at   # in a pause
         9.0
         """

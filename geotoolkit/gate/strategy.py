@@ -23,7 +23,7 @@ decided here, once, for memory, SQLite, Redis and PostgreSQL alike:
   undone and ``QuotaExceededError`` raised without reserving.
 
 Round trips per call (each a ``store.run`` batch; see docs/fleet-gate.md):
-``reserve`` 1 (2 with a cap; +1 for a key's first reservation on this
+``claim`` 1, ``reserve`` 1 (2 with a cap; +1 for a key's first reservation on this
 instance; +1 to give back a cap count when the wait is beyond the horizon),
 ``pause`` 1 (2 for a 429), ``state``/``record``/``stats``/``usage`` and each
 shared-value call 1.
@@ -42,6 +42,7 @@ from geotoolkit.gate.base import (
     HEARTBEAT_SECONDS,
     Aimd,
     Cap,
+    Claim,
     FleetStats,
     GateState,
     Period,
@@ -87,7 +88,7 @@ from geotoolkit.gate.primitives import (
     StoreState,
 )
 
-__all__ = ["FleetGate", "fleet_key"]
+__all__ = ["FleetGate", "fleet_key", "sent_key"]
 
 #: The fleet's sustained success rate bounds a cut from below once the window spans this.
 MIN_SUSTAINED_SECONDS = 2.0
@@ -102,6 +103,18 @@ def fleet_key(key: str) -> str:
     'geotoolkit:api.example.com:anonymous#fleet'
     """
     return f"{key}#fleet"
+
+
+def sent_key(key: str) -> str:
+    """The pacing state spacing the fleet's sends as they leave (see ``FleetGate.claim``).
+
+    >>> sent_key("geotoolkit:api.example.com:anonymous")
+    'geotoolkit:api.example.com:anonymous#sent'
+    """
+    return f"{key}{_SENT}"
+
+
+_SENT = "#sent"
 
 
 class FleetGate:
@@ -231,6 +244,12 @@ class FleetGate:
 
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
         return self.reserve(key, interval, horizon).wait
+
+    def claim(self, key: str, interval: float) -> Claim:
+        """Space a send ``interval`` from the fleet's previous one as it leaves (a GCRA
+        slot on ``sent_key(key)``, never refused) and read ``key``'s pause: one round trip."""
+        slot, state = self._run([Reserve(sent_key(key), interval, FAR), ReadState(key)])
+        return Claim(slot.wait, state.now, state.pause_until, state.epoch)
 
     # -- caps --------------------------------------------------------------------------------------
 
@@ -405,7 +424,7 @@ class FleetGate:
 
     def keys(self, prefix: str = "") -> list[str]:
         """The gate keys with a pacing state on the store whose names start with ``prefix``."""
-        return self.store.keys(prefix)
+        return [key for key in self.store.keys(prefix) if not key.endswith(_SENT)]
 
     def close(self) -> None:
         self.store.close()

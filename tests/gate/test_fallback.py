@@ -12,6 +12,7 @@ from geotoolkit.clock import FakeClock
 from geotoolkit.errors import ConfigurationError, GateError, QuotaExceededError
 from geotoolkit.gate import (
     Cap,
+    Claim,
     FleetStats,
     Gate,
     GateState,
@@ -53,6 +54,10 @@ class FlakyGate:
 
     def acquire(self, key: str, interval: float, horizon: float = 60.0) -> float:
         return self.reserve(key, interval, horizon).wait
+
+    def claim(self, key: str, interval: float) -> Claim:
+        self._call()
+        return self.store.claim(key, interval)
 
     def pause(self, key: str, seconds: float, **kwargs: Any) -> float:
         self._call()
@@ -227,6 +232,17 @@ def test_stats_and_heartbeats_are_served_locally_while_degraded(clock: FakeClock
     clock.advance(5.0)
     assert gate.stats(KEY).requests == 5  # the shared stats again
     assert not gate.degraded
+
+
+def test_claims_are_spaced_locally_at_the_reduced_rate_while_degraded(clock: FakeClock) -> None:
+    inner = FlakyGate(clock)
+    gate = FallbackGate(inner, share=0.25, clock=clock)
+    assert gate.claim(KEY, 1.0).wait == 0.0 and gate.claim(KEY, 1.0).wait == pytest.approx(1.0)
+    inner.down = True
+    with pytest.warns(GateUnavailableWarning):
+        assert gate.claim(KEY, 1.0).wait == 0.0  # this process's own spacing, from now
+    assert gate.claim(KEY, 1.0).wait == pytest.approx(4.0)  # a quarter of the rate
+    assert gate.claim(KEY, 1.0).pause_remaining == 0.0
 
 
 def test_shared_values_are_served_locally_while_degraded(clock: FakeClock) -> None:

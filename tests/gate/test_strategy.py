@@ -62,7 +62,7 @@ def _gate(server: ServerLike, local: FakeClock | None = None, **aimd: float) -> 
 
 def test_the_aimd_steps_with_plain_numbers() -> None:
     a = Aimd(decrease=0.5, hold_seconds=1.0, climb_after_seconds=3.0, recover_seconds=2.0,
-             increase_per_second=0.1, probe_after_seconds=0.0)
+             increase_per_second=0.1, probe_after_seconds=0.0, below_ceiling=0.01)
     deep = AimdState().throttled(100.0, 0.0, 101.0, a, sends=5)  # refused after 5 successes
     assert deep == AimdState(0.8, 100.0, 100.0, 104.0, 0.99, base=0.8)  # the limit is ~4/5, or jitter
     again = deep.throttled(110.0, 101.0, 111.0, Aimd(decrease=0.5), sends=10)  # within a minute:
@@ -76,7 +76,8 @@ def test_the_aimd_steps_with_plain_numbers() -> None:
     assert cut.credited(103.0, 5, a) is cut  # not yet: the pause, then the climb's hold
     up = cut.credited(105.0, 5, a)  # one second of climbing: half the way (2 s)
     assert up.factor == pytest.approx(0.95 + (0.99 - 0.95) / 2) and up.increased_at == 105.0
-    assert up.credited(200.0, 5, a).factor == pytest.approx(up.factor + (0.99 - up.factor) / 2)
+    # Linear from where the climb began: the other half in the next second, then there.
+    assert up.credited(200.0, 5, a).factor == pytest.approx(0.99)
     assert up.credited(200.0, 0, a) is up  # no success, no credit
     at = AimdState(0.99, increased_at=0.0, throttled_at=0.0, target=0.99)
     assert at.credited(0.1, 1, a).factor == pytest.approx(0.99 * 1.01)  # above it: probing
