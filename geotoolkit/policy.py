@@ -260,11 +260,12 @@ class RatePolicy:
     clean, and settles under the rate at which 429s begin (see ``Aimd``).
     ``math.inf``: no limit at all (pauses published to the gate are still honoured).
     ``safety_margin`` paces a little under the rate (default 0.5 %, for clocks
-    that do not tick quite alike); the rest of the margin is learned: each worker
-    spaces its slots by the jitter of its own sends, and each isolated 429 moves
-    the fleet 1 % further under the rate where it happened. ``safety_margin=0``
-    paces at exactly the rate, without the jitter guard either (tests on a fake
-    clock; a provider known to forgive jitter).
+    that do not tick quite alike); the rest of the margin is learned: sends are
+    spaced as they actually leave (a late one holds the next back, see
+    ``Gate.claim``), and each isolated 429 moves the fleet 2 % further under the
+    rate where it happened. ``safety_margin=0`` paces at exactly the rate,
+    without the first-send guard either (tests on a fake clock; a provider known
+    to forgive jitter).
     ``horizon_seconds``: the gate reserves a slot only this far ahead; a longer
     wait is returned without a reservation.
 

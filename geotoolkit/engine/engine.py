@@ -320,7 +320,7 @@ class Engine:
             epoch = await self._may_send(cost)
             if epoch is None:
                 continue  # the circuit opened meanwhile: wait for it, the rows keep their place
-            self._arm(request, epoch)
+            self._arm(request, epoch, cost)
             attempt, sent = attempt + 1, sent + 1
             self.pacer.counts.requests += 1
             try:
@@ -361,11 +361,13 @@ class Engine:
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)
 
-    def _arm(self, request: httpx.Request, epoch: int) -> None:
-        """The request's last check as it enters the transport: still clear to send
-        (``Pacer.recheck``), if it was held up since its slot's check in ``epoch``?"""
-        request.extensions[http.BEFORE_SEND] = functools.partial(
-            self.pacer.recheck, self.clock.now(), epoch)
+    def _arm(self, request: httpx.Request, epoch: int, cost: int = 1) -> None:
+        """The request's last steps (``Departure``): as it enters the transport, spaced from
+        the fleet's previous send as it left and still clear of pauses since its slot's
+        check in ``epoch``? As its bytes start to leave, late enough to push the next?"""
+        departure = self.pacer.departure(self.clock.now(), epoch, cost)
+        request.extensions[http.BEFORE_SEND] = departure.check
+        request.extensions["trace"] = departure.trace  # httpcore's: when the bytes leave
 
     async def _may_send(self, cost: int = 1) -> int | None:
         """Wait for the circuit (closed, or this worker's probe) and a slot (``cost`` slots

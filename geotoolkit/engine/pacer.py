@@ -17,17 +17,25 @@ import functools
 import logging
 import math
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from geotoolkit.clock import Clock
 from geotoolkit.engine.timing import Counts, SlotTiming
 from geotoolkit.errors import GeotoolkitError, QuotaExceededError, RateLimitError
-from geotoolkit.gate.base import HEARTBEAT_SECONDS, Cap, FleetStats, Gate, GateState, Reservation
+from geotoolkit.gate.base import (
+    HEARTBEAT_SECONDS,
+    Cap,
+    Claim,
+    FleetStats,
+    Gate,
+    GateState,
+    Reservation,
+)
 from geotoolkit.policy import RatePolicy
 from geotoolkit.progress import Event, FleetSampled, Throttled
 
-__all__ = ["Pacer", "Stopped", "call_gate"]
+__all__ = ["Departure", "Pacer", "Stopped", "call_gate"]
 
 log = logging.getLogger("geotoolkit.engine")
 
@@ -58,6 +66,34 @@ async def call_gate(blocking: bool, fn: Callable[..., T], *args: Any) -> T:
     return fn(*args)
 
 
+class Departure:
+    """One send's last steps, as httpx runs them (see ``Engine._arm``).
+
+    ``check`` is the ``BEFORE_SEND`` hook: the claim (``Pacer.recheck``). ``trace`` is
+    httpcore's ``trace`` extension: when the request's headers have left later than
+    ``Pacer.late_departure_seconds`` after the claim (a first connection is opened in
+    between, a starved process resumes late), the fleet's next claim is pushed back by
+    that lateness, so that it does not land next to this one.
+    """
+
+    def __init__(self, pacer: Pacer, checked_at: float, epoch: int, cost: int) -> None:
+        self.pacer, self.checked_at, self.epoch, self.cost = pacer, checked_at, epoch, cost
+        self.cleared_at: float | None = None
+
+    async def check(self) -> bool:
+        clear = await self.pacer.recheck(self.checked_at, self.epoch, self.cost)
+        self.cleared_at = self.pacer.clock.now() if clear else None
+        return clear
+
+    async def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        if self.cleared_at is None or not name.endswith("send_request_headers.complete"):
+            return
+        late = self.pacer.clock.now() - self.cleared_at
+        self.cleared_at = None
+        if late > self.pacer.late_departure_seconds:
+            self.pacer.push(late)
+
+
 class Pacer:
     """Send slots for one worker on one gate key; see the module docstring.
 
@@ -82,9 +118,12 @@ class Pacer:
     """
 
     #: A worker's first send pays for its first connection (and what is still imported
-    #: lazily): its first slot is followed by this much more spacing (at most 5 % of the
-    #: interval), so the next worker's send does not land too close behind it.
-    first_send_seconds = 0.005
+    #: lazily) after its claim: its first slot is followed by this much more spacing (at
+    #: most ``first_send_interval_share`` of the interval), so the next worker's send does
+    #: not land too close behind it. A cold process on a busy machine was measured 5-20 ms
+    #: late there; the guard costs this much once per worker and run.
+    first_send_seconds = 0.015
+    first_send_interval_share = 0.15
     #: A reserved slot fired this much later than usual is given up (see ``slot``)...
     late_send_seconds = 0.015
     #: ... plus this share of the interval between two sends of the fleet, up to 10 ms more.
@@ -94,6 +133,14 @@ class Pacer:
     #: A send checked longer ago than this before it enters the transport is checked again
     #: (a worker starved of CPU between its check and its send must not send into a pause).
     recheck_after_seconds = 0.01
+    #: While the fleet's sends are at least this far apart, a worker holds one reservation
+    #: at a time (its concurrent requests take turns for slots; their exchanges overlap).
+    #: Reservations are spaced at the pace they were made at, so a queue of them delays a
+    #: rise of the pace by its length: with one each, by at most one interval per worker.
+    one_slot_min_interval = 0.005
+    #: A claimed send whose headers leave this much later than its claim (its first
+    #: connection, a starved process) pushes the fleet's next claim back by as much.
+    late_departure_seconds = 0.002
 
     def __init__(self, gate: Gate, key: str, rate: RatePolicy, *, clock: Clock,
                  cap: Cap | None = None, max_wait_seconds: float | None = None,
@@ -112,11 +159,26 @@ class Pacer:
         self._factor = 1.0  # the adaptive factor (or discovered rate) the gate said last
         self._sent = 0  # slots this worker has used
         self._sampling = False
+        self._one_slot: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        self._pushes: set[asyncio.Task[None]] = set()
         self._next_sample = self._last_beat = -math.inf
 
     # -- slots ---------------------------------------------------------------------------
 
     async def slot(self, cost: int = 1) -> int:
+        """Reserve a send slot on the gate and wait for it; return its pause epoch.
+
+        One reservation at a time per worker (see ``one_slot_min_interval``).
+        """
+        if self.interval * cost / self._factor < self.one_slot_min_interval:
+            return await self._slot(cost)
+        loop = asyncio.get_running_loop()
+        if self._one_slot is None or self._one_slot[0] is not loop:
+            self._one_slot = (loop, asyncio.Lock())
+        async with self._one_slot[1]:
+            return await self._slot(cost)
+
+    async def _slot(self, cost: int = 1) -> int:
         """Reserve a send slot on the gate and wait for it; return its pause epoch.
 
         ``cost`` slots are taken at once (a batch that the provider counts per query):
@@ -181,19 +243,60 @@ class Pacer:
         connection), and none when the policy asks for no margin (``safety_margin=0``)."""
         if self._sent or (self.rate.safety_margin == 0 and not self.rate.discovering):
             return 0.0
-        return min(self.first_send_seconds, 0.05 * self.interval / self._factor)
+        return min(self.first_send_seconds,
+                   self.first_send_interval_share * self.interval / self._factor)
 
-    async def recheck(self, checked_at: float, epoch: int) -> bool:
-        """Right before a send enters the transport: still clear to send?
+    async def recheck(self, checked_at: float, epoch: int, cost: int = 1) -> bool:
+        """Right before a send enters the transport: still clear to send (and when)?
 
-        A send follows its pause check (at ``checked_at``, in ``epoch``) at once, as a
-        rule; when it was held up in between for longer than ``recheck_after_seconds``
-        (a starved process, a busy connection pool), the gate is asked again, and a
-        pause (or a new epoch) published meanwhile means no.
+        Paced, the send is *claimed* on the gate (``Gate.claim``) in one round trip: it
+        leaves ``interval`` after the fleet's previous send as it actually left (a send
+        that left late holds the next one back by the few milliseconds it asks, instead
+        of landing next to it, which a limiter without burst refuses), unless a pause (or
+        a new epoch) was published since its slot's check (at ``checked_at``, in
+        ``epoch``): then no. Unpaced (or on a gate without ``claim``), the gate is asked
+        again only when the send was held up for longer than ``recheck_after_seconds``
+        (a starved process, a busy connection pool).
         """
-        if self.clock.now() - checked_at <= self.recheck_after_seconds:
+        claim = getattr(self.gate, "claim", None)
+        if claim is None or (self.rate.interval <= 0 and not self.rate.discovering):
+            if self.clock.now() - checked_at <= self.recheck_after_seconds:
+                return True
+            return self._clear(await self._timed(self.state), epoch)
+        spacing = self.interval * cost / self._factor
+        claimed = await self._timed(functools.partial(
+            call_gate, self.gate.blocking, claim, self.key, spacing))
+        if not self._clear(claimed, epoch) or claimed.wait <= 0:
+            return self._clear(claimed, epoch)
+        await self.clock.sleep(claimed.wait)
+        if claimed.wait <= self.recheck_after_seconds:
             return True
-        state = await self._timed(self.state)
+        return self._clear(await self._timed(self.state), epoch)
+
+    def departure(self, checked_at: float, epoch: int, cost: int = 1) -> Departure:
+        """The last steps of one send whose slot was checked at ``checked_at`` in ``epoch``."""
+        return Departure(self, checked_at, epoch, cost)
+
+    def push(self, seconds: float) -> None:
+        """A claimed send left ``seconds`` late: push the fleet's next claim back as much
+        (in the background: this send is late enough; errors are only logged)."""
+        claim = getattr(self.gate, "claim", None)
+        if claim is None or (self.rate.interval <= 0 and not self.rate.discovering):
+            return
+
+        async def push() -> None:
+            try:
+                await call_gate(self.gate.blocking, claim, self.key, seconds)
+            except GeotoolkitError as exc:
+                log.debug("could not push the fleet's next send back: %s", exc)
+
+        task = asyncio.ensure_future(push())
+        self._pushes.add(task)
+        task.add_done_callback(self._pushes.discard)
+
+    @staticmethod
+    def _clear(state: GateState | Claim, epoch: int) -> bool:
+        """No pause runs, and none was published since ``epoch``."""
         return state.pause_remaining <= 0 and state.epoch == epoch
 
     async def _timed(self, call: Callable[[], Awaitable[R]]) -> R:
@@ -274,6 +377,8 @@ class Pacer:
         try:
             yield
         finally:
+            if self._pushes:  # a push still on its way: let it land before leaving
+                await asyncio.gather(*self._pushes, return_exceptions=True)
             await self.sample()
             await self._record(leaving=True)
 

@@ -300,6 +300,10 @@ class RoundTripGate(MemoryGate):
         self.fake_clock.advance(self.state_rtt)
         return super().state(key)
 
+    def claim(self, key: str, interval: float) -> Any:
+        self.fake_clock.advance(self.state_rtt)  # the send leaves when its claim comes back
+        return super().claim(key, interval)
+
 
 def test_a_slot_woken_up_late_is_given_up_not_fired() -> None:
     """A stalled worker must not fire a stale slot next to the following ones."""
@@ -316,14 +320,15 @@ def test_a_slot_woken_up_late_is_given_up_not_fired() -> None:
 
 @pytest.mark.parametrize(("rate", "fired"), [(1.0, True), (50.0, False)])
 def test_how_late_a_slot_may_fire_grows_with_the_interval(rate: float, fired: bool) -> None:
-    """18 ms late: fired at 1 req/s (a give-up would cost a whole second), given up at 50/s."""
+    """18 ms late: fired at 1 req/s (a give-up would cost a whole second; the next send is
+    held back as long, so that the two leave one interval apart), given up at 50/s."""
     clock = StallingClock(stall_at=2, stall=0.018)
     run, sent = serial(clock, MemoryGate(clock=clock), rate)
     assert run.pacer._tolerance == pytest.approx(0.015 + min(0.01, 0.05 / rate))
     asyncio.run(run.run(queries(4)))
     interval = 1.0 / rate
     if fired:
-        expected = [0.0, interval, 2 * interval + 0.018, 3 * interval]
+        expected = [0.0, interval, 2 * interval + 0.018, 3 * interval + 0.018]
     else:  # slot 2 stays empty: the next free slot is 3
         expected = [0.0, interval, 3 * interval, 4 * interval]
     assert sent == pytest.approx(expected, abs=1e-9)
@@ -331,14 +336,15 @@ def test_how_late_a_slot_may_fire_grows_with_the_interval(rate: float, fired: bo
 
 def test_the_pause_check_overlaps_the_wait_and_the_send_keeps_its_slot() -> None:
     """The check before a send starts one gate round trip early, so the send is on time
-    (not late by the round trip), and never before its slot."""
+    (not late by the round trip), and never before its slot; it leaves when its claim
+    comes back, one round trip after the slot, every time."""
     clock, rtt = FakeClock(start=0.0), 0.004
     gate = RoundTripGate(clock, reserve_rtt=rtt, state_rtt=rtt)
     run, sent = serial(clock, gate)
     asyncio.run(run.run(queries(4)))
     first = sent[0]  # sent without waiting: its slot was free when reserved
     assert sent == pytest.approx([first + i for i in range(4)], abs=1e-9)
-    assert gate.checks == pytest.approx([first + i - rtt for i in range(1, 4)], abs=1e-9)
+    assert gate.checks == pytest.approx([first + i - 2 * rtt for i in range(1, 4)], abs=1e-9)
 
 
 def test_a_check_back_before_the_slot_is_repeated_at_the_slot() -> None:

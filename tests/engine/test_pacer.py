@@ -1,0 +1,182 @@
+"""The pacer's last word on a send, on a fake clock: sends stay spaced as they leave.
+
+A limiter without burst (nginx ``limit_req`` without ``burst``) refuses two requests
+closer than ``1/R``. Slots are scheduled ``1/R`` apart, but a worker starved between
+its slot and its send leaves late, next to the following worker's on-time send: the
+claim as a send enters the transport spaces it from the fleet's previous actual send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import httpx
+import pytest
+
+from geotoolkit import FakeClock, MemoryGate, Query, RatePolicy
+from geotoolkit.engine import Engine
+from geotoolkit.engine.pacer import Pacer
+from geotoolkit.gate import gate_key
+from geotoolkit.providers import Nominatim
+from geotoolkit.testing import ProviderSimulator
+
+MATCH = [{"lat": "47.14", "lon": "9.52", "display_name": "Vaduz"}]
+
+KEY = gate_key("api.example.com")
+
+
+def pacers(clock: FakeClock, rate: float | None, n: int = 2) -> list[Pacer]:
+    gate = MemoryGate(clock=clock)
+    policy = RatePolicy(rate=rate, safety_margin=0.0)
+    return [Pacer(gate, KEY, policy, clock=clock) for _ in range(n)]
+
+
+def test_a_late_send_holds_the_next_one_back_instead_of_landing_next_to_it() -> None:
+    clock = FakeClock(start=100.0)
+    late, next_one = pacers(clock, rate=10.0)
+    sent: list[float] = []
+
+    async def starved() -> None:
+        epoch = await late.slot()
+        checked = clock.now()
+        await clock.sleep(0.03)  # starved 30 ms between its check and its send
+        assert await late.recheck(checked, epoch)
+        sent.append(clock.now())
+
+    async def on_time() -> None:
+        await clock.sleep(0.001)  # asks for its slot just after
+        epoch = await next_one.slot()
+        assert clock.now() == pytest.approx(100.1)  # its slot: one interval after the first
+        assert await next_one.recheck(clock.now(), epoch)
+        sent.append(clock.now())
+
+    async def both() -> None:
+        await asyncio.gather(starved(), on_time())
+
+    asyncio.run(both())
+    assert sent == pytest.approx([100.03, 100.13])  # spaced as they left, not as scheduled
+
+
+def test_a_pause_published_while_a_send_waits_for_its_spacing_voids_it() -> None:
+    clock = FakeClock(start=100.0)
+    one, two = pacers(clock, rate=10.0)
+
+    async def run() -> bool:
+        epoch = await two.slot()
+        assert await one.recheck(clock.now(), epoch)  # another send leaves just now
+        waiting = asyncio.ensure_future(two.recheck(clock.now(), epoch))  # waits 100 ms
+        await clock.sleep(0.05)
+        await one.pause(30.0, cause="Retry-After from api.example.com: 30 s", rate_limited=True)
+        return await waiting
+
+    assert asyncio.run(run()) is False
+
+
+@pytest.mark.parametrize("rate", [math.inf, 1_000_000.0])
+def test_an_unpaced_or_fast_fleet_sends_at_once(rate: float) -> None:
+    clock = FakeClock(start=100.0)
+    one, two = pacers(clock, rate=rate)
+
+    async def run() -> list[bool]:
+        epoch = await one.slot()
+        return [await one.recheck(clock.now(), epoch), await two.recheck(clock.now(), epoch)]
+
+    assert asyncio.run(run()) == [True, True]
+    assert clock.now() == pytest.approx(100.0, abs=1e-5)
+
+
+class QueueGate(MemoryGate):
+    """Logs, at each reservation, how many reserved slots are still ahead on the clock."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.fake_clock = clock
+        self.slots: list[float] = []
+        self.ahead: list[int] = []
+
+    def reserve(self, *args: Any, **kwargs: Any) -> Any:
+        reservation = super().reserve(*args, **kwargs)
+        if reservation.reserved:
+            now = self.fake_clock.now()
+            self.ahead.append(sum(1 for slot in self.slots if slot > now))
+            self.slots.append(now + reservation.wait)
+        return reservation
+
+
+@pytest.mark.parametrize(("rate", "queued"), [(10.0, 1), (1000.0, 4)])
+def test_a_worker_holds_one_reservation_at_a_time_unless_the_pace_is_fast(
+        rate: float, queued: int) -> None:
+    """Slots keep the spacing they were reserved at: a worker's concurrent requests each
+    holding one would delay a rise of the pace by the whole queue. At 10/s they take turns
+    (one slot ahead at most); at 1000/s (1 ms apart) the queue is short anyway."""
+    clock = FakeClock(start=100.0)
+    gate = QueueGate(clock)
+    run = Engine(Nominatim("http://sim.test", user_agent="geotoolkit-tests/1.0"), gate=gate,
+                 rate=RatePolicy(rate=rate), clock=clock, concurrency=4,
+                 transport=httpx.MockTransport(lambda request: httpx.Response(200, json=MATCH)))
+    outcomes = asyncio.run(run.run([Query(text=f"Street {i}, Vaduz") for i in range(40)]))
+    assert [o.status for o in outcomes] == ["matched"] * 40
+    assert max(gate.ahead) == queued - 1  # the slots already reserved, still ahead
+
+
+def test_a_send_whose_bytes_leave_late_pushes_the_next_claim_back() -> None:
+    """Its first connection is opened after the claim: its headers leave 20 ms later, and
+    the fleet's next send is held back as much (httpcore's trace tells)."""
+    clock = FakeClock(start=100.0)
+    first, second = pacers(clock, rate=10.0)
+
+    async def run() -> float:
+        epoch = await first.slot()
+        departure = first.departure(clock.now(), epoch)
+        assert await departure.check()
+        await clock.sleep(0.02)  # connecting
+        await departure.trace("connection.connect_tcp.complete", {})
+        await departure.trace("http11.send_request_headers.started", {})
+        await departure.trace("http11.send_request_headers.complete", {})  # they have left
+        await departure.trace("http11.send_request_body.complete", {})  # once per send
+        await asyncio.gather(*first._pushes)
+        on_time = second.departure(clock.now(), epoch)
+        await clock.sleep(0.1 - 0.02)  # the next slot, one interval after the first claim
+        assert await on_time.check()
+        return clock.now()
+
+    assert asyncio.run(run()) == pytest.approx(100.12)  # 100 ms after the bytes left
+
+
+def test_a_send_leaving_on_time_pushes_nothing() -> None:
+    clock = FakeClock(start=100.0)
+    (pacer,) = pacers(clock, rate=10.0, n=1)
+
+    async def run() -> None:
+        departure = pacer.departure(clock.now(), await pacer.slot())
+        assert await departure.check()
+        await clock.sleep(0.001)
+        await departure.trace("http11.send_request_headers.complete", {})
+        assert not pacer._pushes
+
+    asyncio.run(run())
+
+
+class ClaimLog(MemoryGate):
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.claims: list[float] = []
+
+    def claim(self, key: str, interval: float) -> Any:
+        self.claims.append(interval)
+        return super().claim(key, interval)
+
+
+def test_httpx_tells_when_the_bytes_leave(sim: ProviderSimulator, clock: FakeClock) -> None:
+    """Wired for real (httpx, httpcore, a socket on loopback): each send is claimed once as
+    it enters the transport and, with every departure counted late, pushed once more."""
+    gate = ClaimLog(clock)
+    run = Engine(Nominatim(sim.url, user_agent="geotoolkit-tests/1.0"), gate=gate,
+                 rate=RatePolicy(rate=10.0), clock=clock, concurrency=2)
+    run.pacer.late_departure_seconds = -1.0
+    outcomes = asyncio.run(run.run([Query(text=f"Street {i}, Vaduz") for i in range(3)]))
+    assert len(outcomes) == 3 and len(sim.requests) == 3
+    spacing = run.pacer.interval
+    assert sorted(c == pytest.approx(spacing) for c in gate.claims) == [False] * 3 + [True] * 3
