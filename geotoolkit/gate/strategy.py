@@ -338,6 +338,9 @@ class FleetGate:
             sends = float(ok - aimd.ok_at)  # counted since the last event
         else:  # the first event (or the fleet stopped meanwhile): what the window shows
             sends = float(successes_since(state.now, resumed, counters))
+        # A limiter with a burst drained it during the pause (or before the start): the
+        # first answer after it was free, not evidence of the pace it admits.
+        sends = max(0.0, sends - 1.0)
         calm = state.now - resumed
         per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: 1/s
         if calm >= WINDOW_SECONDS and window_full(state.now, counters):
