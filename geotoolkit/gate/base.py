@@ -232,8 +232,9 @@ class Aimd:
     *ceiling*: after the pause and ``climb_after_seconds`` more without a 429,
     successes climb back within ``recover_seconds`` to ``below_ceiling`` under it.
     Another 429 within ``probe_after_seconds`` shows the limit is real: that cut, and
-    every one after it, stands (one that comes while climbing back returns the fleet
-    to where the climb began, the last pace known to be clean).
+    every one after it, stands (one that comes while climbing back, or within
+    ``SETTLE_SECONDS`` of the cut while the fleet's pace catches up with its factor,
+    returns the fleet to where the climb began, the last pace known to be clean).
 
     Above that level, once ``probe_after_seconds`` have passed since the last 429,
     every second of successes raises the factor by ``increase_per_second`` of itself

@@ -33,6 +33,7 @@ __all__ = [
     "DISCOVERED_TTL_SECONDS",
     "DISCOVER_MAX_RATE",
     "OK",
+    "SETTLE_SECONDS",
     "SLOTS",
     "WINDOW_SECONDS",
     "WINDOW_TTL_SECONDS",
@@ -58,6 +59,10 @@ WINDOW_TTL_SECONDS = WINDOW_SECONDS + 5.0
 
 #: Sends made near an increase are credited at most this many seconds each.
 CREDIT_SECONDS = 1.0
+#: A climb back after a doubtful cut is over when its factor is, but the fleet's pace
+#: follows a few seconds later (slots reserved at the lower pace go first): a 429 this
+#: soon after the cut still counts as refused while climbing back.
+SETTLE_SECONDS = 10.0
 
 #: The shared value holding the AIMD state, and how long it outlives its last change.
 AIMD = "aimd"
@@ -203,7 +208,9 @@ class AimdState:
         if discovering and self.throttled_at is None:
             multiplier = min(multiplier, aimd.discover_cut)
         proposed = self.factor * multiplier
-        if self.base is not None and self.target is not None and self.factor < self.target:
+        climbing = self.target is not None and self.factor < self.target
+        settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
+        if self.base is not None and (climbing or settling):
             proposed = min(proposed, self.base)  # refused while climbing back: where it began
         sustained = self.factor * min(floor, 1.0 - aimd.below_ceiling)
         factor = max(aimd.min_factor, proposed, sustained)

@@ -5,6 +5,7 @@ interleave another worker's writes between two round trips)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from geotoolkit.clock import FakeClock
 from geotoolkit.gate import Aimd, Cap, Report, gate_key
 from geotoolkit.gate.fleet import (
     AIMD,
+    SETTLE_SECONDS,
     SLOTS,
     WINDOW_SECONDS,
     AimdState,
@@ -199,3 +201,17 @@ def test_a_first_reservation_reads_the_factor_before_reserving() -> None:
 def test_periods_used_by_the_strategy_are_utc() -> None:
     assert period_of(MIDNIGHT - 0.001, "day") == ("2024-02-29", MIDNIGHT)
     assert period_of(MIDNIGHT, "month")[0] == "2024-03"
+
+
+def test_a_429_soon_after_a_climb_back_returns_to_where_the_climb_began() -> None:
+    """The factor is back at its ceiling within seconds, the fleet's pace a little later
+    (slots reserved at the lower pace go first): a 429 then, whatever the answers counted
+    during the climb, shows the climb went too far. Later, it is evidence like any other."""
+    a = Aimd()
+    cut = AimdState(1.0).throttled(100.0, 0.0, 101.0, a, sends=1)  # refused at once
+    assert (cut.factor, cut.base) == (0.5, 0.5)
+    back = replace(cut, factor=cut.target)  # climbed back to 0.98 by 104 s
+    soon = back.throttled(100.0 + SETTLE_SECONDS - 1.0, 101.0, 110.0, a, sends=50)
+    assert soon.factor == pytest.approx(0.5)
+    later = back.throttled(100.0 + SETTLE_SECONDS + 1.0, 101.0, 112.0, a, sends=50)
+    assert later.factor == pytest.approx(0.98 * (1 - 1 / 50))
