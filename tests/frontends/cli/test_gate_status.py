@@ -125,9 +125,9 @@ def test_text_shows_each_keys_fleet(served: Served, host: str,
     assert out.startswith(f"gate {served.url} ({served.gate.backend}) | provider {host} | 2 keys | ")
     shown = blocks(out)
     assert set(shown) - {out.partition("\n")[0]} == {busy, quiet}
-    assert re.search(r"pace [\d.]+/3\.5 req/s \(\d+% of allowed: 4 req/s x factor 0\.875, learned\)",
+    assert re.search(r"pace [\d.]+/3\.43 req/s \(\d+% of allowed: 4 req/s x factor 0\.857, learned\)",
                      shown[busy])
-    assert "factor 0.875 | 429s per success 0.25 (2 per 8 over " in shown[busy]
+    assert "factor 0.857 | 429s per success 0.25 (2 per 8 over " in shown[busy]
     assert "| 2 workers active" in shown[busy]
     assert re.search(rf"paused (29|30) s: {re.escape(CAUSE)}", shown[busy])
     day, month = served.gate.usage(busy, "day").period, served.gate.usage(busy, "month").period
@@ -150,9 +150,9 @@ def test_json_is_one_document_with_every_figure(served: Served, host: str,
     status = keys[busy]
     assert (status["requests"], status["successes"], status["throttled"]) == (10, 8, 2)
     assert status["throttled_per_success"] == 0.25 and status["workers_active"] == 2
-    assert status["rate_factor"] == pytest.approx(0.875)
+    assert status["rate_factor"] == pytest.approx(6 / 7)
     assert (status["rate"], status["rate_source"]) == (4.0, "learned")
-    assert status["allowed_rate"] == pytest.approx(3.5)
+    assert status["allowed_rate"] == pytest.approx(4 * 6 / 7)
     assert status["pause_cause"] == CAUSE and 29 < status["pause_remaining"] <= 30
     assert (status["day"]["used"], status["month"]["used"]) == (1, 1)
     assert status["host"] == host
