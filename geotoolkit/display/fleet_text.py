@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, TextIO
 
+from geotoolkit.display.model import pause_phrase
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.redact import redact
 
@@ -166,10 +167,7 @@ def details_text(view: KeyView) -> str:
 
 def pause_line(view: KeyView) -> str:
     """``paused 27 s: Retry-After from geo.example: 30 s``, or ``""`` when not paused."""
-    if view.pause_seconds <= 0:
-        return ""
-    cause = f": {view.pause_cause}" if view.pause_cause else ""
-    return f"paused {math.ceil(view.pause_seconds - 1e-9)} s{cause}"
+    return pause_phrase(view.pause_seconds, view.pause_cause)
 
 
 def caps_text(view: KeyView) -> str:

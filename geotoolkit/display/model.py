@@ -37,6 +37,7 @@ __all__ = [
     "TimeFn",
     "counts_text",
     "fleet_text",
+    "pause_phrase",
     "pause_text",
     "progress_text",
     "stage_text",
@@ -230,10 +231,19 @@ def fleet_text(view: ProgressView) -> str:
 
 def pause_text(view: ProgressView) -> str:
     """``paused 11 s: Retry-After from host: 12 s``, or ``""`` when not paused."""
-    if view.pause_seconds <= 0:
+    return pause_phrase(view.pause_seconds, view.pause_cause)
+
+
+def pause_phrase(seconds: float, cause: str) -> str:
+    """A pause as every display shows it (the batch's, a fleet key's): ``paused 11 s:
+    <cause>``, whole seconds rounded up, or ``""`` when not paused.
+
+    >>> pause_phrase(10.2, "Retry-After from host: 12 s"), pause_phrase(0.0, "x")
+    ('paused 11 s: Retry-After from host: 12 s', '')
+    """
+    if seconds <= 0:
         return ""
-    cause = f": {view.pause_cause}" if view.pause_cause else ""
-    return f"paused {math.ceil(view.pause_seconds - 1e-9)} s{cause}"
+    return f"paused {math.ceil(seconds - 1e-9)} s{f': {cause}' if cause else ''}"
 
 
 def counts_text(view: ProgressView) -> str:
