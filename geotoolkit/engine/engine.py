@@ -362,9 +362,9 @@ class Engine:
         await self.pacer.sleep_until(self.clock.now() + wait)
 
     def _arm(self, request: httpx.Request, epoch: int, cost: int = 1) -> None:
-        """The request's last steps (``Departure``): as it enters the transport, spaced from
+        """The request's last steps (``Departure``): as it enters the client, spaced from
         the fleet's previous send as it left and still clear of pauses since its slot's
-        check in ``epoch``? As its bytes start to leave, late enough to push the next?"""
+        check in ``epoch``? As its headers leave, late enough to push the next?"""
         departure = self.pacer.departure(self.clock.now(), epoch, cost)
         request.extensions[http.BEFORE_SEND] = departure.check
         request.extensions["trace"] = departure.trace  # httpcore's: when the bytes leave

@@ -33,19 +33,13 @@ from geotoolkit.redact import redact
 __all__ = ["BEFORE_SEND", "DEFAULT_TIMEOUT", "SendVoided", "make_client", "send", "warm_up"]
 
 #: A request extension: an async callable returning whether the request may still go,
-#: asked as it enters the transport (the last instant before its bytes leave).
+#: asked by :func:`send` right before the request enters the client, outside its deadline
+#: (a wait there is pacing, not a slow server).
 BEFORE_SEND = "geotoolkit.before_send"
 
 
 class SendVoided(Exception):
     """Internal: a request's ``BEFORE_SEND`` check said no; nothing was sent."""
-
-
-async def _check_before_send(request: httpx.Request) -> None:
-    """A request hook (the last step before the transport): ask ``BEFORE_SEND``, if set."""
-    check = request.extensions.get(BEFORE_SEND)
-    if check is not None and not await check():
-        raise SendVoided
 
 
 def warm_up() -> None:
@@ -101,7 +95,6 @@ def make_client(
         limits=limits,
         transport=transport,
         verify=_tls_context(),
-        event_hooks={"request": [_check_before_send]},
     )
 
 
@@ -116,8 +109,12 @@ async def send(
     """Send ``request`` and read its whole body within ``deadline_seconds``.
 
     Returns a complete, already decoded response (no streaming left to do). See the
-    module docstring for the errors.
+    module docstring for the errors. A ``BEFORE_SEND`` check that says no raises
+    :class:`SendVoided`; its time does not count toward the deadline.
     """
+    check = request.extensions.get(BEFORE_SEND)
+    if check is not None and not await check():
+        raise SendVoided
     try:
         async with asyncio.timeout(deadline_seconds):
             response = await client.send(request, stream=True)

@@ -69,7 +69,8 @@ async def call_gate(blocking: bool, fn: Callable[..., T], *args: Any) -> T:
 class Departure:
     """One send's last steps, as httpx runs them (see ``Engine._arm``).
 
-    ``check`` is the ``BEFORE_SEND`` hook: the claim (``Pacer.recheck``). ``trace`` is
+    ``check`` is the ``BEFORE_SEND`` check that ``http.send`` asks right before the
+    request enters the client: the claim (``Pacer.recheck``). ``trace`` is
     httpcore's ``trace`` extension: when the request's headers have left later than
     ``Pacer.late_departure_seconds`` after the claim (a first connection is opened in
     between, a starved process resumes late), the fleet's next claim is pushed back by
@@ -91,7 +92,9 @@ class Departure:
         late = self.pacer.clock.now() - self.cleared_at
         self.cleared_at = None
         if late > self.pacer.late_departure_seconds:
-            self.pacer.push(late)
+            # At most one spacing: later than that, the next send has claimed already (a
+            # suspended laptop must not hold the fleet back for the hours it slept).
+            self.pacer.push(min(late, self.pacer.spacing(self.cost)))
 
 
 class Pacer:
@@ -170,7 +173,7 @@ class Pacer:
 
         One reservation at a time per worker (see ``one_slot_min_interval``).
         """
-        if self.interval * cost / self._factor < self.one_slot_min_interval:
+        if self.spacing(cost) < self.one_slot_min_interval:
             return await self._slot(cost)
         loop = asyncio.get_running_loop()
         if self._one_slot is None or self._one_slot[0] is not loop:
@@ -227,7 +230,7 @@ class Pacer:
     @property
     def _tolerance(self) -> float:
         """How much later than usual a send may fire before its slot is given up."""
-        extra = min(0.01, self.late_send_interval_share * self.interval / self._factor)
+        extra = min(0.01, self.late_send_interval_share * self.spacing())
         return self.late_send_seconds + extra
 
     @property
@@ -238,16 +241,16 @@ class Pacer:
             return 1.0 / (1.0 - self.rate.safety_margin)
         return self.rate.interval
 
-    def _spacing(self) -> float:
+    def _first_send_guard(self) -> float:
         """Extra spacing after this worker's next slot: after its first only (its first
         connection), and none when the policy asks for no margin (``safety_margin=0``)."""
         if self._sent or (self.rate.safety_margin == 0 and not self.rate.discovering):
             return 0.0
         return min(self.first_send_seconds,
-                   self.first_send_interval_share * self.interval / self._factor)
+                   self.first_send_interval_share * self.spacing())
 
     async def recheck(self, checked_at: float, epoch: int, cost: int = 1) -> bool:
-        """Right before a send enters the transport: still clear to send (and when)?
+        """Right before a send enters the client: still clear to send (and when)?
 
         Paced, the send is *claimed* on the gate (``Gate.claim``) in one round trip: it
         leaves ``interval`` after the fleet's previous send as it actually left (a send
@@ -258,20 +261,30 @@ class Pacer:
         again only when the send was held up for longer than ``recheck_after_seconds``
         (a starved process, a busy connection pool).
         """
-        claim = getattr(self.gate, "claim", None)
-        if claim is None or (self.rate.interval <= 0 and not self.rate.discovering):
+        claim = self._claim()
+        if claim is None:
             if self.clock.now() - checked_at <= self.recheck_after_seconds:
                 return True
             return self._clear(await self._timed(self.state), epoch)
-        spacing = self.interval * cost / self._factor
         claimed = await self._timed(functools.partial(
-            call_gate, self.gate.blocking, claim, self.key, spacing))
+            call_gate, self.gate.blocking, claim, self.key, self.spacing(cost)))
         if not self._clear(claimed, epoch) or claimed.wait <= 0:
             return self._clear(claimed, epoch)
         await self.clock.sleep(claimed.wait)
         if claimed.wait <= self.recheck_after_seconds:
             return True
         return self._clear(await self._timed(self.state), epoch)
+
+    def _claim(self) -> Callable[[str, float], Claim] | None:
+        """The gate's ``claim``, when sends are paced and the gate has one."""
+        claim: Callable[[str, float], Claim] | None = getattr(self.gate, "claim", None)
+        if self.rate.interval <= 0 and not self.rate.discovering:
+            return None
+        return claim
+
+    def spacing(self, cost: int = 1) -> float:
+        """The fleet's spacing after a send of ``cost`` slots, at the factor read last."""
+        return self.interval * cost / self._factor
 
     def departure(self, checked_at: float, epoch: int, cost: int = 1) -> Departure:
         """The last steps of one send whose slot was checked at ``checked_at`` in ``epoch``."""
@@ -280,8 +293,8 @@ class Pacer:
     def push(self, seconds: float) -> None:
         """A claimed send left ``seconds`` late: push the fleet's next claim back as much
         (in the background: this send is late enough; errors are only logged)."""
-        claim = getattr(self.gate, "claim", None)
-        if claim is None or (self.rate.interval <= 0 and not self.rate.discovering):
+        claim = self._claim()
+        if claim is None:
             return
 
         async def push() -> None:
@@ -311,7 +324,8 @@ class Pacer:
         return await call_gate(self.gate.blocking, self.gate.state, self.key)
 
     async def _reserve(self, cost: int = 1) -> Reservation:
-        pace: dict[str, Any] = {"spacing": self._spacing(), "discover": self.rate.discovering}
+        pace: dict[str, Any] = {"spacing": self._first_send_guard(),
+                                "discover": self.rate.discovering}
         if cost != 1:
             pace["cost"] = cost  # a cap counts a batch by the provider's cost rule
         reserve = functools.partial(self.gate.reserve, self.key, self.interval * cost,

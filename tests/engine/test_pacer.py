@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from geotoolkit import FakeClock, MemoryGate, Query, RatePolicy
-from geotoolkit.engine import Engine
+from geotoolkit.engine import Engine, http
 from geotoolkit.engine.pacer import Pacer
 from geotoolkit.gate import gate_key
 from geotoolkit.providers import Nominatim
@@ -178,5 +178,62 @@ def test_httpx_tells_when_the_bytes_leave(sim: ProviderSimulator, clock: FakeClo
     run.pacer.late_departure_seconds = -1.0
     outcomes = asyncio.run(run.run([Query(text=f"Street {i}, Vaduz") for i in range(3)]))
     assert len(outcomes) == 3 and len(sim.requests) == 3
-    spacing = run.pacer.interval
-    assert sorted(c == pytest.approx(spacing) for c in gate.claims) == [False] * 3 + [True] * 3
+    spacing = run.pacer.spacing()
+    # Three claims of one spacing, three pushes of at most one spacing each.
+    assert len(gate.claims) == 6 and all(0 <= c <= spacing + 1e-9 for c in gate.claims)
+    assert sum(c == pytest.approx(spacing) for c in gate.claims) >= 3
+
+
+def test_a_push_is_at_most_one_spacing() -> None:
+    """A laptop suspended between a claim and its headers must not hold the fleet back for
+    the hours it slept: past one spacing, the next send has claimed already."""
+    clock = FakeClock(start=100.0)
+    first, second = pacers(clock, rate=10.0)
+
+    async def run() -> float:
+        departure = first.departure(clock.now(), await first.slot())
+        assert await departure.check()
+        await clock.sleep(3600.0)
+        await departure.trace("http11.send_request_headers.complete", {})
+        await asyncio.gather(*first._pushes)
+        start = clock.now()
+        assert await second.departure(start, 0).check()
+        return clock.now() - start
+
+    assert asyncio.run(run()) == pytest.approx(0.1)  # the one spacing pushed, no more
+
+
+def test_the_last_check_is_outside_the_request_deadline() -> None:
+    """A send waiting for its spacing is pacing, not a slow server: it never times out."""
+
+    async def spaced() -> bool:
+        await asyncio.sleep(0.2)  # longer than the whole exchange may take
+        return True
+
+    async def run() -> int:
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=MATCH))
+        async with http.make_client(concurrency=1, transport=transport) as client:
+            request = client.build_request("GET", "http://sim.test/search")
+            request.extensions[http.BEFORE_SEND] = spaced
+            response = await http.send(client, request, "sim", deadline_seconds=0.05)
+            return response.status_code
+
+    assert asyncio.run(run()) == 200
+
+
+def test_a_last_check_that_says_no_sends_nothing() -> None:
+    sent: list[httpx.Request] = []
+
+    async def paused() -> bool:
+        return False
+
+    async def run() -> None:
+        transport = httpx.MockTransport(lambda request: sent.append(request) or httpx.Response(200))
+        async with http.make_client(concurrency=1, transport=transport) as client:
+            request = client.build_request("GET", "http://sim.test/search")
+            request.extensions[http.BEFORE_SEND] = paused
+            with pytest.raises(http.SendVoided):
+                await http.send(client, request, "sim")
+
+    asyncio.run(run())
+    assert sent == []
