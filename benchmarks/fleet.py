@@ -69,6 +69,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                    "the benchmark, hence the simulator and nginx, runs at -10)")
     p.add_argument("--overhead", action="store_true", help="first, the gates' acquire latency")
     p.add_argument("--json", type=Path, help="write every figure to this file")
+    p.add_argument("--dump", type=Path,
+                   help="write each cell's raw record (the limiter's log, the workers') here")
     p.add_argument("--markdown", type=Path, help="write the tables as Markdown to this file")
     args = p.parse_args(argv)
     if not 0.0 <= args.other_share < 1.0 or args.overclaim <= 0 or args.rate <= 0:
@@ -153,7 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             meta["overhead"] = {g: overhead(g, workdir) for g in args.gates.split(",")}
             for gate, ms in meta["overhead"].items():
                 print(f"# acquire on {gate}: median {ms['median_ms']:.3f} ms, p99 {ms['p99_ms']:.3f} ms")
-        runner = Runner(workdir, concurrency=args.concurrency, niceness=args.niceness)
+        runner = Runner(workdir, concurrency=args.concurrency, niceness=args.niceness,
+                        dump=args.dump)
         print(report.header(), flush=True)
         for cell in cells:
             f = runner.run(cell)

@@ -24,7 +24,7 @@ from typing import Any
 from fleetbench.loop import LoopArgs
 from fleetbench.measure import Figures, summarise
 from fleetbench.spec import CellSpec
-from fleetbench.target import FLEET, OTHER, REFERENCE, Target
+from fleetbench.target import FLEET, OTHER, REFERENCE, Arrival, Target
 from fleetbench.worker import WorkerArgs, WorkerResult, warm_main
 
 __all__ = ["BENCH_DIR", "REPO", "Runner", "gate_url"]
@@ -56,8 +56,10 @@ def child_env() -> dict[str, str]:
 class Runner:
     """Runs cells in ``workdir`` (``concurrency``: engine concurrency per worker)."""
 
-    def __init__(self, workdir: Path, *, concurrency: int = 4, niceness: int = 0) -> None:
+    def __init__(self, workdir: Path, *, concurrency: int = 4, niceness: int = 0,
+                 dump: Path | None = None) -> None:
         self.workdir, self.concurrency, self.niceness = workdir, concurrency, niceness
+        self.dump = dump
         self.env = child_env()
         self._warm_ctx: Any = None
 
@@ -110,7 +112,20 @@ class Runner:
                     launched, workers = self._cold(cell, target.url, key)
             finally:
                 self._stop(other)
-        return summarise(cell, target.arrivals(key), workers, launched)
+        arrivals = target.arrivals(key)
+        if self.dump is not None:
+            self._dump(cell, arrivals, workers, launched)
+        return summarise(cell, arrivals, workers, launched)
+
+    def _dump(self, cell: CellSpec, arrivals: list[Arrival], workers: list[dict[str, Any]],
+              launched: float) -> None:
+        """The cell's raw record (``--dump``): the limiter's log and every worker's own."""
+        assert self.dump is not None
+        self.dump.mkdir(parents=True, exist_ok=True)
+        name = f"{cell.limiter.name}-{cell.gate}-k{cell.k}-{uuid.uuid4().hex[:6]}.json"
+        (self.dump / name).write_text(json.dumps({
+            "cell": asdict(cell), "launched": launched,
+            "arrivals": [asdict(a) for a in arrivals], "workers": workers}))
 
     def _worker_args(self, cell: CellSpec, url: str, key: str, gate: str) -> list[dict[str, Any]]:
         addresses = [f"{FLEET} {i}, 9490 Vaduz" for i in range(cell.rows)]

@@ -63,6 +63,7 @@ class WorkerResult:
     failures: list[str] = field(default_factory=list)
     sends: list[float] = field(default_factory=list)
     pauses: list[tuple[float, float]] = field(default_factory=list)  #: published (see CountingGate)
+    factors: list[tuple[float, float]] = field(default_factory=list)  #: (time, factor) per reservation
     throttled: int = 0  #: Throttled events
     allowed: list[float] = field(default_factory=list)
     workers_seen: int = 0
@@ -87,10 +88,12 @@ class CountingGate:
     def __init__(self, inner: Any) -> None:
         self.inner, self.reserved = inner, 0
         self.pauses: list[tuple[float, float]] = []
+        self.factors: list[tuple[float, float]] = []
 
     def reserve(self, *args: Any, **kwargs: Any) -> Any:
         reservation = self.inner.reserve(*args, **kwargs)
         self.reserved += reservation.reserved
+        self.factors.append((time.time(), reservation.rate_factor))
         return reservation
 
     def pause(self, *args: Any, **kwargs: Any) -> float:
@@ -192,6 +195,7 @@ def run(args: WorkerArgs, result: WorkerResult, *, warm: Any = None) -> None:
         result.error = f"{type(exc).__name__}: {exc}"[:500]
     finally:
         result.pauses = list(gate.pauses)
+        result.factors = list(gate.factors)
         result.reserved = gate.reserved
         gate.close()
 
