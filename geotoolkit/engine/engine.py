@@ -322,12 +322,10 @@ class Engine:
                 continue  # the circuit opened meanwhile: wait for it, the rows keep their place
             self._arm(request, epoch, cost)
             attempt, sent = attempt + 1, sent + 1
-            self.pacer.counts.requests += 1
             try:
                 return await exchange(), sent, None
             except http.SendVoided:  # held up after its check, and a pause came: not sent
                 attempt, sent = attempt - 1, sent - 1
-                self.pacer.counts.requests -= 1
                 continue
             except RateLimitError as exc:  # a signal to slow down, never a verdict on the rows
                 attempt, throttles = attempt - 1, throttles + 1

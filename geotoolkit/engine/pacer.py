@@ -79,19 +79,25 @@ class Departure:
 
     def __init__(self, pacer: Pacer, checked_at: float, epoch: int, cost: int) -> None:
         self.pacer, self.checked_at, self.epoch, self.cost = pacer, checked_at, epoch, cost
-        self.cleared_at: float | None = None
+        self.due: float | None = None
+        self.guard = 0.0
 
     async def check(self) -> bool:
-        clear = await self.pacer.recheck(self.checked_at, self.epoch, self.cost)
-        self.cleared_at = self.pacer.clock.now() if clear else None
-        return clear
+        self.guard = self.pacer.departure_guard()
+        self.due = await self.pacer.clearance(self.checked_at, self.epoch, self.cost, self.guard)
+        if self.due is None:
+            return False
+        self.pacer._departed = True
+        # Counted as it goes, not before: the counts may be flushed while it waits here.
+        self.pacer.counts.requests += 1
+        return True
 
     async def trace(self, name: str, info: Mapping[str, Any]) -> None:
-        if self.cleared_at is None or not name.endswith("send_request_headers.complete"):
+        if self.due is None or not name.endswith("send_request_headers.complete"):
             return
-        late = self.pacer.clock.now() - self.cleared_at
-        self.cleared_at = None
-        if late > self.pacer.late_departure_seconds:
+        late = max(0.0, self.pacer.clock.now() - self.due - self.guard)  # guard: paid ahead
+        self.due = None
+        if late > self.pacer.departure_allowance(self.cost):
             # At most one spacing: later than that, the next send has claimed already (a
             # suspended laptop must not hold the fleet back for the hours it slept).
             self.pacer.push(min(late, self.pacer.spacing(self.cost)))
@@ -121,12 +127,13 @@ class Pacer:
     """
 
     #: A worker's first send pays for its first connection (and what is still imported
-    #: lazily) after its claim: its first slot is followed by this much more spacing (at
-    #: most ``first_send_interval_share`` of the interval), so the next worker's send does
-    #: not land too close behind it. A cold process on a busy machine was measured 5-20 ms
-    #: late there; the guard costs this much once per worker and run.
-    first_send_seconds = 0.015
-    first_send_interval_share = 0.15
+    #: lazily) after its claim: its first slot and its first claim are followed by this
+    #: much more spacing (at most ``first_send_interval_share`` of the interval), so the
+    #: next worker's send does not land too close behind it. A cold process on a busy
+    #: machine was measured 5-30 ms late there (its first request reached nginx 27 ms
+    #: after it entered the transport); the guard costs this much once per worker and run.
+    first_send_seconds = 0.025
+    first_send_interval_share = 0.25
     #: A reserved slot fired this much later than usual is given up (see ``slot``)...
     late_send_seconds = 0.015
     #: ... plus this share of the interval between two sends of the fleet, up to 10 ms more.
@@ -141,9 +148,11 @@ class Pacer:
     #: Reservations are spaced at the pace they were made at, so a queue of them delays a
     #: rise of the pace by its length: with one each, by at most one interval per worker.
     one_slot_min_interval = 0.005
-    #: A claimed send whose headers leave this much later than its claim (its first
-    #: connection, a starved process) pushes the fleet's next claim back by as much.
-    late_departure_seconds = 0.002
+    #: A claimed send whose headers leave later than it was due (its first connection, a
+    #: starved process, a sleep that overran) by more than the safety margin's share of
+    #: the spacing (which absorbs that much) and at least this pushes the fleet's next
+    #: claim back by its whole lateness.
+    late_departure_seconds = 0.0002
 
     def __init__(self, gate: Gate, key: str, rate: RatePolicy, *, clock: Clock,
                  cap: Cap | None = None, max_wait_seconds: float | None = None,
@@ -161,6 +170,7 @@ class Pacer:
         self._timing = SlotTiming()
         self._factor = 1.0  # the adaptive factor (or discovered rate) the gate said last
         self._sent = 0  # slots this worker has used
+        self._departed = False  # a send of this worker's has been cleared to leave
         self._sampling = False
         self._one_slot: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._pushes: set[asyncio.Task[None]] = set()
@@ -215,6 +225,7 @@ class Pacer:
             if self.clock.now() < deadline:  # back before the slot: check again at it, so
                 await self.clock.sleep(deadline - self.clock.now())  # the send follows a check
                 state = await self._timed(self.state)  # at once (a pause may come meanwhile)
+            self._learn(state.rate_factor)
             if state.pause_remaining > 0 or state.epoch != slot.epoch:
                 continue
             on_time = self._timing.on_time(self.clock.now() - deadline, self._tolerance)
@@ -241,39 +252,77 @@ class Pacer:
             return 1.0 / (1.0 - self.rate.safety_margin)
         return self.rate.interval
 
-    def _first_send_guard(self) -> float:
-        """Extra spacing after this worker's next slot: after its first only (its first
-        connection), and none when the policy asks for no margin (``safety_margin=0``)."""
-        if self._sent or (self.rate.safety_margin == 0 and not self.rate.discovering):
+    def _first_send_guard(self, first: bool | None = None) -> float:
+        """Extra spacing after this worker's next slot (or, ``first`` given, its claim):
+        after its first only (its first connection), and none when the policy asks for no
+        margin (``safety_margin=0``)."""
+        first = not self._sent if first is None else first
+        if not first or (self.rate.safety_margin == 0 and not self.rate.discovering):
             return 0.0
         return min(self.first_send_seconds,
                    self.first_send_interval_share * self.spacing())
 
+    def departure_guard(self) -> float:
+        """Extra spacing after this worker's next claim: its first send's guard, until one
+        has left."""
+        return self._first_send_guard(first=not self._departed)
+
     async def recheck(self, checked_at: float, epoch: int, cost: int = 1) -> bool:
-        """Right before a send enters the client: still clear to send (and when)?
+        """Right before a send enters the client: still clear to send? (See ``clearance``.)"""
+        return await self.clearance(checked_at, epoch, cost) is not None
+
+    async def clearance(self, checked_at: float, epoch: int, cost: int = 1,
+                        guard: float = 0.0) -> float | None:
+        """Right before a send enters the client: still clear to send (and when)? The
+        instant it was due to leave (on this worker's clock), or ``None``: not at all.
 
         Paced, the send is *claimed* on the gate (``Gate.claim``) in one round trip: it
         leaves ``interval`` after the fleet's previous send as it actually left (a send
         that left late holds the next one back by the few milliseconds it asks, instead
         of landing next to it, which a limiter without burst refuses), unless a pause (or
         a new epoch) was published since its slot's check (at ``checked_at``, in
-        ``epoch``): then no. Unpaced (or on a gate without ``claim``), the gate is asked
+        ``epoch``): then no. ``guard``: more spacing after this send (see
+        ``departure_guard``). A claim that waits longer than ``recheck_after_seconds``
+        checks the pause once more, one usual round trip before it is due. Unpaced (or on
+        a gate without ``claim``), the gate is asked
         again only when the send was held up for longer than ``recheck_after_seconds``
         (a starved process, a busy connection pool).
         """
         claim = self._claim()
         if claim is None:
             if self.clock.now() - checked_at <= self.recheck_after_seconds:
-                return True
-            return self._clear(await self._timed(self.state), epoch)
+                return self.clock.now()
+            return self._cleared(await self._timed(self.state), epoch)
         claimed = await self._timed(functools.partial(
-            call_gate, self.gate.blocking, claim, self.key, self.spacing(cost)))
+            call_gate, self.gate.blocking, claim, self.key, self.spacing(cost) + guard))
+        # Due when the store said (a reply that came back late, a sleep that overran: the
+        # send is late by as much, and the next one is pushed back by it).
+        due = self._timing.local(claimed.now + max(0.0, claimed.wait))
+        self._learn(claimed.rate_factor)
         if not self._clear(claimed, epoch) or claimed.wait <= 0:
-            return self._clear(claimed, epoch)
-        await self.clock.sleep(claimed.wait)
-        if claimed.wait <= self.recheck_after_seconds:
-            return True
-        return self._clear(await self._timed(self.state), epoch)
+            return due if self._clear(claimed, epoch) else None
+        if claimed.wait > self.recheck_after_seconds:  # a long wait: check the pause again,
+            await self.clock.sleep(max(0.0, due - self._timing.lead - self.clock.now()))
+            if self._cleared(await self._timed(self.state), epoch) is None:  # a round trip
+                return None  # before it is due, so that the send is not late by it
+        await self.clock.sleep(max(0.0, due - self.clock.now()))
+        return due
+
+    def _cleared(self, state: GateState, epoch: int) -> float | None:
+        """A state check before a send: clear from now, or ``None``."""
+        self._learn(state.rate_factor)
+        return self.clock.now() if self._clear(state, epoch) else None
+
+    def _learn(self, factor: float | None) -> None:
+        """The fleet's factor as the gate said last (with a check or a claim): the next
+        claims space sends at it at once, not one reservation of this worker later."""
+        if factor is not None and factor > 0:
+            self._factor = factor
+
+    def departure_allowance(self, cost: int = 1) -> float:
+        """How late a send may leave before it pushes the next one: what the safety margin
+        leaves between two sends (it absorbs that much), at least ``late_departure_seconds``."""
+        return max(self.late_departure_seconds, self.spacing(cost) * self.rate.safety_margin)
 
     def _claim(self) -> Callable[[str, float], Claim] | None:
         """The gate's ``claim``, when sends are paced and the gate has one."""

@@ -92,6 +92,8 @@ class GateState:
     pause_until: float
     #: How many pauses started so far (0 for a new key).
     epoch: int = 0
+    #: The fleet's adaptive factor, read with the state (``None``: the gate keeps none).
+    rate_factor: float | None = None
 
     @property
     def pause_remaining(self) -> float:
@@ -171,6 +173,8 @@ class Claim:
     now: float
     pause_until: float
     epoch: int
+    #: The fleet's adaptive factor, read in the same round trip (``None``: none kept).
+    rate_factor: float | None = None
 
     @property
     def pause_remaining(self) -> float:
@@ -223,8 +227,9 @@ class Aimd:
     just over, or its sends jitter: the margin under the limit is learned this way, 2 %
     per such 429, instead of being fixed) and at most ``decrease`` (the deepest single
     cut). Nor does it go below what the fleet sustained: the gate passes the share of
-    the pace its successes kept up over the recent window as a floor (a 429 of jitter
-    after seconds of clean answers is not a limit at half the pace). At most one cut
+    the pace its successes kept up over the recent window, or over its best two whole
+    seconds since the previous event, as a floor (a 429 of jitter after seconds of
+    clean answers is not a limit at half the pace). At most one cut
     per ``hold_seconds``.
 
     One 429 cannot tell a limit from jitter (a cold fleet's first sends bunch), so
@@ -302,7 +307,9 @@ class Gate(Protocol):
         spacing: float = 0.0,
         discover: bool = False,
     ) -> Reservation:
-        """Reserve the next send slot, paced at ``interval / rate_factor + spacing``.
+        """Reserve the next send slot, paced at ``interval / rate_factor + spacing``
+        (while the factor climbs back after a doubtful cut, at the level it climbs back to:
+        each send's ``claim`` spaces it at the factor itself; see ``Aimd``).
 
         ``spacing`` is this worker's own guard after its slot (the jitter of its
         sends); with ``discover`` the fleet has no configured rate: ``interval`` is

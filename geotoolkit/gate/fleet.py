@@ -40,6 +40,7 @@ __all__ = [
     "WORKER",
     "AimdState",
     "StoreClock",
+    "best_pace",
     "bucket_counts",
     "cap_reached",
     "period_of",
@@ -111,6 +112,20 @@ class AimdState:
     ok_at: int | None = None  #: the key's ``OK`` counter at the last 429 event
     base: float | None = None  #: where a climb back after a doubtful cut started
 
+    @property
+    def slot_factor(self) -> float:
+        """The factor slots are reserved at: while the factor climbs back to ``target``
+        after a doubtful cut, the target. Each send's claim, as it leaves, spaces it at the
+        factor itself; slots reserved at the lower pace would queue up and hold the climb
+        back by the queue's length (one interval per worker).
+
+        >>> AimdState(0.5, target=0.98, base=0.5).slot_factor, AimdState(0.5, target=0.5).slot_factor
+        (0.98, 0.5)
+        """
+        if self.base is not None and self.target is not None and self.target > self.factor:
+            return self.target
+        return self.factor
+
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
                            self.target, self.ok_at, self.base])
@@ -180,8 +195,9 @@ class AimdState:
         to just under the factor of the event from ``new_until`` (the end of the pause
         it publishes) plus ``Aimd.climb_after_seconds``. ``ok`` (the key's ``OK``
         counter now) is kept, so the next event counts the successes since this one.
-        ``floor``: the share of the pace the fleet sustained with successes over the
-        recent window; the limit is at least that, so no cut goes below it.
+        ``floor``: the share of the pace the fleet sustained with successes (over the
+        recent window, or its best two seconds since the previous event); the limit is
+        at least that, so no cut goes below it.
 
         >>> a = Aimd()
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
@@ -294,6 +310,23 @@ def successes_since(now: float, since: float, counters: Mapping[str, int]) -> in
     """
     first = max(stamp_of(since), stamp_of(now) - SLOTS + 1)
     return sum(counters.get(f"win:{s}:s", 0) for s in range(first, stamp_of(now) + 1))
+
+
+def best_pace(now: float, since: float | None, counters: Mapping[str, int]) -> float:
+    """The most successes per second the fleet kept up over two whole buckets in a row,
+    both after the one holding ``since`` (``None``: anywhere in the window) and before the
+    bucket of ``now`` (still filling): a limit it is not over.
+
+    >>> counts = {**bucket_counts(101.5, Report(9, 9)), **bucket_counts(102.5, Report(10, 10)),
+    ...           **bucket_counts(103.5, Report(4, 4)), **bucket_counts(104.5, Report(9, 9))}
+    >>> best_pace(105.2, None, counts), best_pace(105.2, 102.0, counts), best_pace(104.2, 102.5, counts)
+    (9.5, 6.5, 0.0)
+    """
+    stamp = stamp_of(now)
+    first = stamp - SLOTS + 1 if since is None else max(stamp_of(since) + 1, stamp - SLOTS + 1)
+    paces = [(counters.get(f"win:{s}:s", 0) + counters.get(f"win:{s + 1}:s", 0))
+             / (2 * BUCKET_SECONDS) for s in range(first, stamp - 1)]
+    return max(paces, default=0.0)
 
 
 def window_full(now: float, counters: Mapping[str, int]) -> bool:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from geotoolkit.clock import Clock, SystemClock
@@ -63,6 +64,7 @@ from geotoolkit.gate.fleet import (
     WORKER,
     AimdState,
     StoreClock,
+    best_pace,
     bucket_counts,
     cap_reached,
     period_of,
@@ -215,13 +217,14 @@ class FleetGate:
         with self._lock:
             self._paces[key] = (interval, discover)
         known = self._factor(key)
-        factor = known[1].factor
+        factor, said = known[1].slot_factor, known[1].factor
         credit, counted = self._credit(key, known, report), self._counted(key, report)
         name = self._name(key)
         usage: Usage | None = None
         if cap is not None:
             usage = self._count_cap(key, cap, credit, counted, cost)
-            factor = self._factor(key)[1].factor  # as read with the count, just now
+            aimd = self._factor(key)[1]  # as read with the count, just now
+            factor, said = aimd.slot_factor, aimd.factor
             try:
                 slot: Slot = self._run([Reserve(key, interval / factor + spacing, horizon)])[0]
             except GateError:
@@ -233,10 +236,10 @@ class FleetGate:
         else:
             *_, values, slot = self._run([*credit, *counted, ReadValues(fleet_key(key), name),
                                           Reserve(key, interval / factor + spacing, horizon)])
-            fresh = self._learn(key, values)[1].factor
+            fresh = self._learn(key, values)[1].slot_factor
             if slot.reserved and fresh < factor * (1 - 1e-9):
                 self._respace(key, interval, factor, fresh)
-        return Reservation(slot.wait, slot.now, slot.reserved, slot.epoch, factor, usage)
+        return Reservation(slot.wait, slot.now, slot.reserved, slot.epoch, said, usage)
 
     def _respace(self, key: str, interval: float, used: float, fresh: float) -> None:
         """Paced at a factor another worker has just cut: reserve the missing spacing too."""
@@ -248,8 +251,10 @@ class FleetGate:
     def claim(self, key: str, interval: float) -> Claim:
         """Space a send ``interval`` from the fleet's previous one as it leaves (a GCRA
         slot on ``sent_key(key)``, never refused) and read ``key``'s pause: one round trip."""
-        slot, state = self._run([Reserve(sent_key(key), interval, FAR), ReadState(key)])
-        return Claim(slot.wait, state.now, state.pause_until, state.epoch)
+        slot, state, values = self._run([Reserve(sent_key(key), interval, FAR), ReadState(key),
+                                         ReadValues(fleet_key(key), self._name(key))])
+        return Claim(slot.wait, state.now, state.pause_until, state.epoch,
+                     self._learn(key, values)[1].factor)
 
     # -- caps --------------------------------------------------------------------------------------
 
@@ -350,6 +355,11 @@ class FleetGate:
         # so a lower bound): a 429 soon after the last one cannot cut below that.
         window, _, successes, _ = window_totals(state.now, counters)
         sustained = successes / window / per_second if window >= MIN_SUSTAINED_SECONDS else 0.0
+        # And at least its best two seconds since the previous event: a 429 of jitter soon
+        # after a cut, once the fleet has been answered at nearly its pace for a while, is
+        # not a limit at the cut's level. (Since the previous event only: a limit that fell
+        # meanwhile is found by the next 429.)
+        sustained = max(sustained, best_pace(state.now, aimd.throttled_at, counters) / per_second)
         return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                               discovering=discovering, ok=ok, floor=sustained)
 
@@ -366,8 +376,10 @@ class FleetGate:
                 return
 
     def state(self, key: str) -> GateState:
-        current: StoreState = self._run([ReadState(key)])[0]
-        return current.gate_state()
+        """The key's pacing state and the fleet's adaptive factor, in one round trip."""
+        current: StoreState
+        current, values = self._run([ReadState(key), ReadValues(fleet_key(key), self._name(key))])
+        return replace(current.gate_state(), rate_factor=self._learn(key, values)[1].factor)
 
     # -- stats and heartbeats ----------------------------------------------------------------------
 

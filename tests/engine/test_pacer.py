@@ -18,7 +18,7 @@ import pytest
 from geotoolkit import FakeClock, MemoryGate, Query, RatePolicy
 from geotoolkit.engine import Engine, http
 from geotoolkit.engine.pacer import Pacer
-from geotoolkit.gate import gate_key
+from geotoolkit.gate import Report, gate_key
 from geotoolkit.providers import Nominatim
 from geotoolkit.testing import ProviderSimulator
 
@@ -145,18 +145,50 @@ def test_a_send_whose_bytes_leave_late_pushes_the_next_claim_back() -> None:
     assert asyncio.run(run()) == pytest.approx(100.12)  # 100 ms after the bytes left
 
 
-def test_a_send_leaving_on_time_pushes_nothing() -> None:
+@pytest.mark.parametrize(("late", "pushed"), [(0.0019, False), (0.0021, True)])
+def test_lateness_within_the_safety_margin_pushes_nothing(late: float, pushed: bool) -> None:
+    """A 2 % margin leaves 2 ms between two sends 100 ms apart: a send that late cannot land
+    too close to the next; later than that, it pushes the next one back."""
     clock = FakeClock(start=100.0)
-    (pacer,) = pacers(clock, rate=10.0, n=1)
+    pacer = Pacer(MemoryGate(clock=clock), KEY, RatePolicy(rate=10.0, safety_margin=0.0196),
+                  clock=clock)
 
-    async def run() -> None:
+    async def run() -> bool:
+        assert await pacer.departure(clock.now(), await pacer.slot()).check()  # its first
         departure = pacer.departure(clock.now(), await pacer.slot())
         assert await departure.check()
-        await clock.sleep(0.001)
+        await clock.sleep(late)
         await departure.trace("http11.send_request_headers.complete", {})
-        assert not pacer._pushes
+        return bool(pacer._pushes)
 
-    asyncio.run(run())
+    assert asyncio.run(run()) is pushed
+
+
+def test_a_claim_that_wakes_late_counts_its_sleep_as_lateness() -> None:
+    """The claim said "leave in 100 ms"; the process woke 3 ms after that: the headers left
+    3 ms late, though only just after the check returned. The next send is pushed back."""
+    clock = FakeClock(start=100.0)
+    first, second = pacers(clock, rate=10.0)
+
+    async def run() -> float:
+        assert await second.departure(clock.now(), 0).check()  # the fleet's previous send
+        departure = first.departure(clock.now(), 0)
+        oversleep = clock.sleep
+
+        async def late_wake(seconds: float) -> None:
+            await oversleep(seconds + 0.003)
+
+        clock.sleep = late_wake  # type: ignore[method-assign]
+        assert await departure.check()  # waited for its spacing, and 3 ms more
+        clock.sleep = oversleep  # type: ignore[method-assign]
+        await departure.trace("http11.send_request_headers.complete", {})
+        await asyncio.gather(*first._pushes)
+        start = clock.now()
+        assert await second.departure(start, 0).check()
+        return clock.now() - start
+
+    # 100 ms after the bytes left (without the push: 97 ms, too close for a strict limiter).
+    assert asyncio.run(run()) == pytest.approx(0.1)
 
 
 class ClaimLog(MemoryGate):
@@ -171,17 +203,20 @@ class ClaimLog(MemoryGate):
 
 def test_httpx_tells_when_the_bytes_leave(sim: ProviderSimulator, clock: FakeClock) -> None:
     """Wired for real (httpx, httpcore, a socket on loopback): each send is claimed once as
-    it enters the transport and, with every departure counted late, pushed once more."""
+    it enters the transport and, with every departure counted late, pushed once more. The
+    first claim is spaced by the first connection's guard too."""
     gate = ClaimLog(clock)
     run = Engine(Nominatim(sim.url, user_agent="geotoolkit-tests/1.0"), gate=gate,
                  rate=RatePolicy(rate=10.0), clock=clock, concurrency=2)
-    run.pacer.late_departure_seconds = -1.0
+    run.pacer.departure_allowance = lambda cost=1: -1.0  # type: ignore[method-assign]
     outcomes = asyncio.run(run.run([Query(text=f"Street {i}, Vaduz") for i in range(3)]))
     assert len(outcomes) == 3 and len(sim.requests) == 3
-    spacing = run.pacer.spacing()
-    # Three claims of one spacing, three pushes of at most one spacing each.
-    assert len(gate.claims) == 6 and all(0 <= c <= spacing + 1e-9 for c in gate.claims)
-    assert sum(c == pytest.approx(spacing) for c in gate.claims) >= 3
+    spacing, guard = run.pacer.spacing(), run.pacer.first_send_seconds
+    # Three claims of one spacing (the first with its first connection's guard), three
+    # pushes of at most one spacing each.
+    assert len(gate.claims) == 6 and all(0 <= c <= spacing + guard + 1e-9 for c in gate.claims)
+    assert gate.claims[0] == pytest.approx(spacing + guard)
+    assert sum(c == pytest.approx(spacing) for c in gate.claims) >= 2
 
 
 def test_a_push_is_at_most_one_spacing() -> None:
@@ -237,3 +272,60 @@ def test_a_last_check_that_says_no_sends_nothing() -> None:
 
     asyncio.run(run())
     assert sent == []
+
+
+def test_a_send_is_counted_as_it_goes_not_before_its_claim() -> None:
+    """The counts are flushed with any gate call, also while a send waits in its claim:
+    a send voided there was never counted (a negative count would be refused), and one
+    that goes is counted once."""
+    clock = FakeClock(start=100.0)
+    first, second = pacers(clock, rate=10.0)
+
+    async def run() -> tuple[bool, bool]:
+        assert await first.departure(clock.now(), 0).check()  # the fleet's previous send
+        waiting = asyncio.ensure_future(second.departure(clock.now(), 0).check())  # 100 ms
+        await clock.sleep(0.05)
+        assert second.counts.take() == Report()  # flushed while it waits: nothing counted
+        await first.pause(1.0, cause="test")  # a pause comes meanwhile: voided
+        voided = not await waiting
+        assert second.counts.take() == Report()
+        clock.advance(1.0)
+        went = await second.departure(clock.now(), 1).check()
+        return voided, went and second.counts.take() == Report(requests=1)
+
+    assert asyncio.run(run()) == (True, True)
+
+
+class SlowReply(MemoryGate):
+    """A gate whose claim replies reach the worker ``delay`` seconds after the store
+    answered them (a starved process, a busy connection to the store)."""
+
+    def __init__(self, clock: FakeClock, delay: float) -> None:
+        super().__init__(clock=clock)
+        self.fake, self.delay = clock, delay
+
+    def claim(self, key: str, interval: float) -> Any:
+        claimed = super().claim(key, interval)
+        self.fake.advance(self.delay)
+        return claimed
+
+
+def test_a_claim_reply_that_comes_back_late_counts_as_lateness() -> None:
+    """The store said "now" and the reply reached the worker 30 ms later: the send leaves
+    30 ms after it was due, and the fleet's next send is held back as much."""
+    clock = FakeClock(start=100.0)
+    gate = SlowReply(clock, delay=0.03)
+    policy = RatePolicy(rate=10.0, safety_margin=0.0)
+    late, next_one = (Pacer(gate, KEY, policy, clock=clock) for _ in range(2))
+
+    async def run() -> float:
+        departure = late.departure(clock.now(), 0)
+        assert await departure.check()
+        left = clock.now()
+        await departure.trace("http11.send_request_headers.complete", {})
+        await asyncio.gather(*late._pushes)
+        gate.delay = 0.0
+        assert await next_one.departure(clock.now(), 0).check()
+        return clock.now() - left
+
+    assert asyncio.run(run()) == pytest.approx(0.1)  # 100 ms after the late one left

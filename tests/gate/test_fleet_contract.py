@@ -18,7 +18,8 @@ import pytest
 from geotoolkit.clock import FakeClock
 from geotoolkit.errors import QuotaExceededError
 from geotoolkit.gate import Aimd, Cap, Gate, MemoryGate, Report, SQLiteGate, gate_key
-from geotoolkit.gate.fleet import WINDOW_SECONDS, period_of
+from geotoolkit.gate.fleet import AIMD, WINDOW_SECONDS, AimdState, period_of
+from geotoolkit.gate.strategy import fleet_key
 
 TOL = 0.25
 
@@ -144,12 +145,26 @@ def test_a_burst_of_429s_cuts_the_rate_once(store: Any, host: str) -> None:
 
 def test_the_factor_paces_every_instance(store: Any, host: str) -> None:
     one, two = store.open(), store.open()
-    one.aimd = Aimd(decrease=0.5)
     key = gate_key(host)
-    throttle_twice(one, key)
+    assert one.set_value(fleet_key(key), AIMD, AimdState(0.5).to_text(), ttl_seconds=60.0)
     reservation = two.reserve(key, 10.0)
     assert reservation.rate_factor == pytest.approx(0.5)
     assert one.acquire(key, 10.0) == pytest.approx(reservation.wait + 20.0, abs=TOL)
+    assert one.state(key).rate_factor == two.claim(key, 1.0).rate_factor == pytest.approx(0.5)
+
+
+def test_slots_climb_back_at_the_target_and_claims_at_the_factor(store: Any, host: str) -> None:
+    """After a doubtful cut (the first 429 in a while), slots are spaced at the level the
+    factor climbs back to, so that no queue of slots at the cut pace holds the climb back;
+    each send's claim, as it leaves, spaces it at the factor itself."""
+    one, two = store.open(), store.open()
+    one.aimd = Aimd(decrease=0.5)
+    key = gate_key(host)
+    throttle_twice(one, key)  # refused at once: cut to half, climbing back to 0.98
+    reservation = two.reserve(key, 10.0)
+    assert reservation.rate_factor == pytest.approx(0.5)  # what the claims space sends at
+    assert one.acquire(key, 10.0) == pytest.approx(reservation.wait + 10.0 / 0.98, abs=TOL)
+    assert two.state(key).rate_factor == one.claim(key, 1.0).rate_factor == pytest.approx(0.5)
 
 
 def test_no_second_cut_within_the_hold(store: Any, host: str) -> None:

@@ -215,3 +215,25 @@ def test_a_429_soon_after_a_climb_back_returns_to_where_the_climb_began() -> Non
     assert soon.factor == pytest.approx(0.5)
     later = back.throttled(100.0 + SETTLE_SECONDS + 1.0, 101.0, 112.0, a, sends=50)
     assert later.factor == pytest.approx(0.98 * (1 - 1 / 50))
+
+
+def test_a_429_soon_after_a_cold_cut_does_not_undo_seconds_answered_near_the_pace() -> None:
+    """A cold start's 429 cuts to half; the fleet climbs back and is answered at 8/s for
+    two whole seconds; then a 429 of jitter, within the seconds after the cut that would
+    send it back to where its climb began. The limit is not under what was just answered:
+    the cut stops at the best two seconds since the first 429 (measured on nginx without
+    burst: this 429 used to hold a cold fleet at half its pace for the rest of its run)."""
+    server = ServerLike(FakeClock(start=MIDNIGHT + 0.5))
+    clock = server.inner.clock
+    gate = _gate(server, local=clock)  # type: ignore[arg-type]
+    gate.reserve(KEY, 0.1)  # 10/s
+    gate.pause(KEY, 1.0, rate_limited=True)  # refused at once: cut to half
+    assert gate.stats(KEY).rate_factor == pytest.approx(0.5)
+    for answered in (0, 3, 8, 8):  # the pause, the climb, then two seconds answered at 8/s
+        clock.advance(1.0)  # type: ignore[attr-defined]
+        gate.record(KEY, Report(answered, answered))
+    clock.advance(1.0)  # type: ignore[attr-defined]
+    back = gate.stats(KEY).rate_factor
+    assert back == pytest.approx(0.98)  # climbed back
+    gate.pause(KEY, 1.0, rate_limited=True)  # 5 s after the cut: would return to 0.5
+    assert gate.stats(KEY).rate_factor == pytest.approx(back * 8 / (10 * back))
