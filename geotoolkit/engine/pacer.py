@@ -72,7 +72,7 @@ class Departure:
     ``check`` is the ``BEFORE_SEND`` check that ``http.send`` asks right before the
     request enters the client: the claim (``Pacer.recheck``). ``trace`` is
     httpcore's ``trace`` extension: when the request's headers have left later than
-    ``Pacer.late_departure_seconds`` after the claim (a first connection is opened in
+    ``Pacer.departure_allowance`` after they were due (a first connection is opened in
     between, a starved process resumes late), the fleet's next claim is pushed back by
     that lateness, so that it does not land next to this one.
     """
@@ -150,8 +150,12 @@ class Pacer:
     one_slot_min_interval = 0.005
     #: A claimed send whose headers leave later than it was due (its first connection, a
     #: starved process, a sleep that overran) by more than the safety margin's share of
-    #: the spacing (which absorbs that much) and at least this pushes the fleet's next
-    #: claim back by its whole lateness.
+    #: the spacing (it absorbs that much: 0.5 ms at 10/s), and at least this, pushes the
+    #: fleet's next claim back by all of its lateness. Each push slows the fleet by its
+    #: length (measured on a busy 2-core machine: 1.5-3 % on a limiter with a burst, which
+    #: would have let those sends through), but a limiter without burst refuses a send
+    #: that lands less than its interval after a late one: 0.86-0.87 of its rate without
+    #: the pushes until a first 429, 0.92-0.96 with them.
     late_departure_seconds = 0.0002
 
     def __init__(self, gate: Gate, key: str, rate: RatePolicy, *, clock: Clock,
@@ -320,8 +324,8 @@ class Pacer:
             self._factor = factor
 
     def departure_allowance(self, cost: int = 1) -> float:
-        """How late a send may leave before it pushes the next one: what the safety margin
-        leaves between two sends (it absorbs that much), at least ``late_departure_seconds``."""
+        """How late a send may leave before it pushes the next one (see
+        ``late_departure_seconds``)."""
         return max(self.late_departure_seconds, self.spacing(cost) * self.rate.safety_margin)
 
     def _claim(self) -> Callable[[str, float], Claim] | None:

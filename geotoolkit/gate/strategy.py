@@ -94,6 +94,11 @@ __all__ = ["FleetGate", "fleet_key", "sent_key"]
 
 #: The fleet's sustained success rate bounds a cut from below once the window spans this.
 MIN_SUSTAINED_SECONDS = 2.0
+#: The best two seconds since the previous 429 bound a cut from below at this share of
+#: their pace: two buckets can hold a limiter's burst, and a report lands in the bucket of
+#: when it was flushed (up to half a second late). Measured: at their whole pace, a 2x
+#: overclaim on a burst-1 bucket settled just over the limit and was refused again.
+BEST_PACE_SHARE = 0.9
 
 _Known = tuple[str | None, AimdState]  # the stored text (None: absent) and what it says
 
@@ -308,10 +313,12 @@ class FleetGate:
 
     def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
               report: Report | None = None) -> float:
-        op = Pause(key, seconds, cause)
+        # The same pause on the sends' spacing: a new one restarts it at the pause's end, so
+        # claims that waited there and were voided by the pause do not hold the fleet back.
+        op, sent = Pause(key, seconds, cause), Pause(sent_key(key), seconds)
         counted = self._counted(key, report)
         if not rate_limited:
-            paused: Paused = self._run([*counted, op])[-1]
+            paused: Paused = self._run([*counted, sent, op])[-1]
             return paused.remaining
         # The factor before the state: read apart (PostgreSQL statements, each its own
         # snapshot), a factor older than the state is safe, a newer one could cut twice.
@@ -321,7 +328,7 @@ class FleetGate:
         text, aimd = self._learn(key, values)
         event = self._event(key, aimd, state, seconds, counters)
         swap = [] if event == aimd else [self._swap(key, text, event)]
-        results = self._run([*swap, *counted, op])
+        results = self._run([*swap, *counted, sent, op])
         paused = results[-1]
         if swap and results[0]:
             with self._lock:
@@ -359,7 +366,8 @@ class FleetGate:
         # after a cut, once the fleet has been answered at nearly its pace for a while, is
         # not a limit at the cut's level. (Since the previous event only: a limit that fell
         # meanwhile is found by the next 429.)
-        sustained = max(sustained, best_pace(state.now, aimd.throttled_at, counters) / per_second)
+        best = best_pace(state.now, aimd.throttled_at, counters) * BEST_PACE_SHARE
+        sustained = max(sustained, best / per_second)
         return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                               discovering=discovering, ok=ok, floor=sustained)
 

@@ -291,6 +291,7 @@ def test_redis_keys_expire(redis_url: str, host: str) -> None:
     import redis
 
     from geotoolkit.gate.redis import RedisGate
+    from geotoolkit.gate.strategy import sent_key
 
     gate = RedisGate(redis_url, key_ttl_seconds=5)
     client = redis.Redis.from_url(redis_url)
@@ -300,10 +301,11 @@ def test_redis_keys_expire(redis_url: str, host: str) -> None:
         ttl = client.pttl(RedisGate.storage_key(key))
         assert 0 < ttl <= 6_000
         # Never expires while a pause is still running.
-        gate.pause(key, 100.0)
-        assert 100_000 < client.pttl(RedisGate.storage_key(key)) <= 106_000
-        assert list(client.scan_iter(match=f"geotoolkit:{host}:*")) == [
-            RedisGate.storage_key(key).encode()]
+        gate.pause(key, 100.0)  # on the sends' spacing state too (see FleetGate.pause)
+        for stored in (RedisGate.storage_key(key), RedisGate.storage_key(sent_key(key))):
+            assert 100_000 < client.pttl(stored) <= 106_000
+        assert sorted(client.scan_iter(match=f"geotoolkit:{host}:*")) == sorted(
+            RedisGate.storage_key(k).encode() for k in (key, sent_key(key)))
     finally:
         client.delete(*client.scan_iter(match=f"geotoolkit:{host}:*"))
         client.close()

@@ -61,9 +61,12 @@ def test_claims_space_sends_as_they_leave_and_read_the_pause(store: Any, host: s
     assert two.claim(key, 10.0).wait == pytest.approx(10.0, abs=TOL)
     assert one.claim(key, 10.0).wait == pytest.approx(20.0, abs=TOL)
     assert one.reserve(key, 10.0).wait == pytest.approx(10.0, abs=TOL)  # slots: their own state
+    assert two.claim(key, 10.0).wait == pytest.approx(30.0, abs=TOL)  # claims queue: 40 s
     two.pause(key, 30.0, cause="Retry-After from api.example.com: 30 s")
     paused = one.claim(key, 10.0)
     assert paused.pause_remaining == pytest.approx(30.0, abs=TOL) and paused.epoch == slot.epoch + 1
+    # The pause voids the queued claims: the spacing restarts at its end, not behind them.
+    assert paused.wait == pytest.approx(30.0, abs=TOL)
     # The spacing state is not a gate key of its own.
     listed = list(one.keys())  # a gate's keys(), not a mapping's
     assert key in listed and not any(k.endswith("#sent") for k in listed)

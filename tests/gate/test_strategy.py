@@ -25,7 +25,7 @@ from geotoolkit.gate.fleet import (
 )
 from geotoolkit.gate.memory import MemoryStore
 from geotoolkit.gate.primitives import Op
-from geotoolkit.gate.strategy import FleetGate, fleet_key
+from geotoolkit.gate.strategy import BEST_PACE_SHARE, FleetGate, fleet_key
 
 KEY = gate_key("api.example.com", "sk-test")
 MIDNIGHT = 1_709_251_200.0  # 2024-03-01T00:00:00Z
@@ -236,4 +236,4 @@ def test_a_429_soon_after_a_cold_cut_does_not_undo_seconds_answered_near_the_pac
     back = gate.stats(KEY).rate_factor
     assert back == pytest.approx(0.98)  # climbed back
     gate.pause(KEY, 1.0, rate_limited=True)  # 5 s after the cut: would return to 0.5
-    assert gate.stats(KEY).rate_factor == pytest.approx(back * 8 / (10 * back))
+    assert gate.stats(KEY).rate_factor == pytest.approx(back * 8 * BEST_PACE_SHARE / (10 * back))
