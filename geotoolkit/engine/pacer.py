@@ -12,6 +12,7 @@ display. The engine keeps the batch, the retries and the outcomes.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -95,12 +96,15 @@ class Departure:
     async def trace(self, name: str, info: Mapping[str, Any]) -> None:
         if self.due is None or not name.endswith("send_request_headers.complete"):
             return
-        late = max(0.0, self.pacer.clock.now() - self.due - self.guard)  # guard: paid ahead
-        self.due = None
-        if late > self.pacer.departure_allowance(self.cost):
-            # At most one spacing: later than that, the next send has claimed already (a
-            # suspended laptop must not hold the fleet back for the hours it slept).
-            self.pacer.push(min(late, self.pacer.spacing(self.cost)))
+        late = max(0.0, self.pacer.departed(self.pacer.clock.now() - self.due) - self.guard)
+        self.due = None  # (the guard was paid ahead)
+        allowed = self.pacer.departure_allowance(self.cost)
+        if late > allowed:
+            # By what was not allowed (all of it, once strict), at most one spacing: later
+            # than that, the next send has claimed already (a suspended laptop must not
+            # hold the fleet back for the hours it slept).
+            excess = late if self.pacer.strict else late - allowed
+            self.pacer.push(min(excess, self.pacer.spacing(self.cost)))
 
 
 class Pacer:
@@ -149,14 +153,21 @@ class Pacer:
     #: rise of the pace by its length: with one each, by at most one interval per worker.
     one_slot_min_interval = 0.005
     #: A claimed send whose headers leave later than it was due (its first connection, a
-    #: starved process, a sleep that overran) by more than the safety margin's share of
-    #: the spacing (it absorbs that much: 0.5 ms at 10/s), and at least this, pushes the
-    #: fleet's next claim back by all of its lateness. Each push slows the fleet by its
-    #: length (measured on a busy 2-core machine: 1.5-3 % on a limiter with a burst, which
-    #: would have let those sends through), but a limiter without burst refuses a send
-    #: that lands less than its interval after a late one: 0.86-0.87 of its rate without
-    #: the pushes until a first 429, 0.92-0.96 with them.
-    late_departure_seconds = 0.0002
+    #: starved process, a sleep that overran) *than this worker's sends usually do* (the
+    #: least of its last ``departures_remembered``: every send pays the round trip of its
+    #: claim and the client's own work, and two sends equally late are still an interval
+    #: apart) by more than ``late_departure_seconds`` pushes the fleet's next claim back by
+    #: the excess: a limiter with a burst absorbs the rest, and each push slows the fleet
+    #: by its length. Once the run is ``strict`` (the fleet's factor fell under its
+    #: configured rate: a 429, the limiter may be stricter than the sends' jitter; or the
+    #: rate is unknown), by more than the safety margin's share of the spacing (it absorbs
+    #: that much: 0.5 ms at 10/s; at least ``strict_departure_seconds``), and the next
+    #: claim is pushed back by all of it: a limiter without burst refuses a send that lands
+    #: less than its interval after a late one. (Measured: strict from the start cost
+    #: limiters with a burst 2 % of their rate; see docs/fleet-benchmark.md.)
+    late_departure_seconds = 0.002
+    strict_departure_seconds = 0.0002
+    departures_remembered = 10
 
     def __init__(self, gate: Gate, key: str, rate: RatePolicy, *, clock: Clock,
                  cap: Cap | None = None, max_wait_seconds: float | None = None,
@@ -175,9 +186,12 @@ class Pacer:
         self._factor = 1.0  # the adaptive factor (or discovered rate) the gate said last
         self._sent = 0  # slots this worker has used
         self._departed = False  # a send of this worker's has been cleared to leave
+        self._strict = False  # the fleet's factor fell under the configured rate this run
         self._sampling = False
         self._one_slot: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._pushes: set[asyncio.Task[None]] = set()
+        self._departures: collections.deque[float] = collections.deque(
+            maxlen=self.departures_remembered)  # how late this worker's last sends left
         self._next_sample = self._last_beat = -math.inf
 
     # -- slots ---------------------------------------------------------------------------
@@ -322,11 +336,20 @@ class Pacer:
         claims space sends at it at once, not one reservation of this worker later."""
         if factor is not None and factor > 0:
             self._factor = factor
+            self._strict = self._strict or factor < 1.0 - 1e-9
+
+    @property
+    def strict(self) -> bool:
+        """Whether sends must stay spaced to within the safety margin as they leave (see
+        ``late_departure_seconds``)."""
+        return self._strict or self.rate.discovering
 
     def departure_allowance(self, cost: int = 1) -> float:
         """How late a send may leave before it pushes the next one (see
         ``late_departure_seconds``)."""
-        return max(self.late_departure_seconds, self.spacing(cost) * self.rate.safety_margin)
+        if not self.strict:
+            return self.late_departure_seconds
+        return max(self.strict_departure_seconds, self.spacing(cost) * self.rate.safety_margin)
 
     def _claim(self) -> Callable[[str, float], Claim] | None:
         """The gate's ``claim``, when sends are paced and the gate has one."""
@@ -342,6 +365,13 @@ class Pacer:
     def departure(self, checked_at: float, epoch: int, cost: int = 1) -> Departure:
         """The last steps of one send whose slot was checked at ``checked_at`` in ``epoch``."""
         return Departure(self, checked_at, epoch, cost)
+
+    def departed(self, late: float) -> float:
+        """A send's headers left ``late`` seconds after it was due: how much later than
+        this worker's sends usually leave (the least of the last few; 0 for the first)."""
+        usual = min(self._departures, default=0.0)
+        self._departures.append(max(0.0, late))
+        return max(0.0, late - usual)
 
     def push(self, seconds: float) -> None:
         """A claimed send left ``seconds`` late: push the fleet's next claim back as much
@@ -389,7 +419,7 @@ class Pacer:
         except QuotaExceededError as exc:
             exc.provider = exc.provider or self.provider
             raise
-        self._factor = reservation.rate_factor if reservation.rate_factor > 0 else 1.0
+        self._learn(reservation.rate_factor)
         return reservation
 
     def check_budget(self, wait: float) -> None:

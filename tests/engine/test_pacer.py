@@ -19,6 +19,8 @@ from geotoolkit import FakeClock, MemoryGate, Query, RatePolicy
 from geotoolkit.engine import Engine, http
 from geotoolkit.engine.pacer import Pacer
 from geotoolkit.gate import Report, gate_key
+from geotoolkit.gate.fleet import AIMD, AimdState
+from geotoolkit.gate.strategy import fleet_key
 from geotoolkit.providers import Nominatim
 from geotoolkit.testing import ProviderSimulator
 
@@ -27,10 +29,15 @@ MATCH = [{"lat": "47.14", "lon": "9.52", "display_name": "Vaduz"}]
 KEY = gate_key("api.example.com")
 
 
-def pacers(clock: FakeClock, rate: float | None, n: int = 2) -> list[Pacer]:
+def pacers(clock: FakeClock, rate: float | None, n: int = 2, strict: bool = True) -> list[Pacer]:
+    """``n`` workers on one gate; ``strict``: as after a first 429 (see
+    ``Pacer.late_departure_seconds``)."""
     gate = MemoryGate(clock=clock)
     policy = RatePolicy(rate=rate, safety_margin=0.0)
-    return [Pacer(gate, KEY, policy, clock=clock) for _ in range(n)]
+    made = [Pacer(gate, KEY, policy, clock=clock) for _ in range(n)]
+    for pacer in made:
+        pacer._strict = strict
+    return made
 
 
 def test_a_late_send_holds_the_next_one_back_instead_of_landing_next_to_it() -> None:
@@ -145,22 +152,34 @@ def test_a_send_whose_bytes_leave_late_pushes_the_next_claim_back() -> None:
     assert asyncio.run(run()) == pytest.approx(100.12)  # 100 ms after the bytes left
 
 
-@pytest.mark.parametrize(("late", "pushed"), [(0.0004, False), (0.0006, True)])
-def test_lateness_within_the_safety_margin_pushes_nothing(late: float, pushed: bool) -> None:
-    """The default 0.5 % margin leaves 0.5 ms between two sends 100 ms apart: a send that
-    late cannot land too close to the next; later than that, it pushes the next one back."""
+@pytest.mark.parametrize(("throttled", "late", "pushed"), [
+    (False, 0.0019, None), (False, 0.0021, 0.0001),  # no 429 yet: 2 ms let go
+    (True, 0.0004, None), (True, 0.0006, 0.0006),  # after one: the 0.5 % margin, 0.5 ms
+])
+def test_how_late_a_send_may_leave_before_it_pushes_the_next(
+        throttled: bool, late: float, pushed: float | None) -> None:
+    """Each push slows the fleet by its length: while the fleet paces at its configured rate,
+    a send may leave 2 ms later than usual (a limiter with a burst absorbs that), and only
+    the excess is pushed. Once its factor falls under it (a 429: the limiter may be stricter
+    than the sends' jitter), what the safety margin absorbs is let go, and no more."""
     clock = FakeClock(start=100.0)
-    pacer = Pacer(MemoryGate(clock=clock), KEY, RatePolicy(rate=10.0), clock=clock)
+    gate = MemoryGate(clock=clock)
+    pacer = Pacer(gate, KEY, RatePolicy(rate=10.0), clock=clock)
+    if throttled:
+        assert gate.set_value(fleet_key(KEY), AIMD, AimdState(0.98).to_text(), ttl_seconds=60)
+    pushes: list[float] = []
+    pacer.push = pushes.append  # type: ignore[method-assign]
 
-    async def run() -> bool:
+    async def run() -> None:
         assert await pacer.departure(clock.now(), await pacer.slot()).check()  # its first
         departure = pacer.departure(clock.now(), await pacer.slot())
         assert await departure.check()
         await clock.sleep(late)
         await departure.trace("http11.send_request_headers.complete", {})
-        return bool(pacer._pushes)
 
-    assert asyncio.run(run()) is pushed
+    asyncio.run(run())
+    assert pacer.strict is throttled
+    assert pushes == ([] if pushed is None else [pytest.approx(pushed)])
 
 
 def test_a_claim_that_wakes_late_counts_its_sleep_as_lateness() -> None:
@@ -316,6 +335,7 @@ def test_a_claim_reply_that_comes_back_late_counts_as_lateness() -> None:
     gate = SlowReply(clock, delay=0.03)
     policy = RatePolicy(rate=10.0, safety_margin=0.0)
     late, next_one = (Pacer(gate, KEY, policy, clock=clock) for _ in range(2))
+    late._strict = True  # as after a first 429
 
     async def run() -> float:
         departure = late.departure(clock.now(), 0)
@@ -328,3 +348,26 @@ def test_a_claim_reply_that_comes_back_late_counts_as_lateness() -> None:
         return clock.now() - left
 
     assert asyncio.run(run()) == pytest.approx(0.1)  # 100 ms after the late one left
+
+
+def test_what_every_send_pays_is_not_pushed_only_what_one_pays_more() -> None:
+    """Every send of this worker leaves 3 ms after it was due (its claim's round trip, the
+    client's own work): two of them are still an interval apart, and pushing each would slow
+    the fleet by 3 %. Only a send later than usual pushes the next, by what it was late more."""
+    clock = FakeClock(start=100.0)
+    (pacer,) = pacers(clock, rate=10.0, n=1)
+    pushes: list[float] = []
+    pacer.push = pushes.append  # type: ignore[method-assign]
+
+    async def send(late: float) -> None:
+        departure = pacer.departure(clock.now(), 0)
+        assert await departure.check()
+        await clock.sleep(late)
+        await departure.trace("http11.send_request_headers.complete", {})
+
+    async def run() -> None:
+        for late in (0.003, 0.003, 0.0031, 0.003, 0.009, 0.003):
+            await send(late)
+
+    asyncio.run(run())
+    assert pushes == pytest.approx([0.003, 0.006])  # the first (nothing known yet), the 9 ms
