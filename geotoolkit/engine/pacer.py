@@ -71,7 +71,7 @@ class Departure:
     """One send's last steps, as httpx runs them (see ``Engine._arm``).
 
     ``check`` is the ``BEFORE_SEND`` check that ``http.send`` asks right before the
-    request enters the client: the claim (``Pacer.recheck``). ``trace`` is
+    request enters the client: the claim (``Pacer.clearance``). ``trace`` is
     httpcore's ``trace`` extension: when the request's headers have left later than
     ``Pacer.departure_allowance`` after they were due (a first connection is opened in
     between, a starved process resumes late), the fleet's next claim is pushed back by
@@ -86,17 +86,13 @@ class Departure:
     async def check(self) -> bool:
         self.guard = self.pacer.departure_guard()
         self.due = await self.pacer.clearance(self.checked_at, self.epoch, self.cost, self.guard)
-        if self.due is None:
-            return False
-        self.pacer._departed = True
-        # Counted as it goes, not before: the counts may be flushed while it waits here.
-        self.pacer.counts.requests += 1
-        return True
+        return self.due is not None
 
     async def trace(self, name: str, info: Mapping[str, Any]) -> None:
         if self.due is None or not name.endswith("send_request_headers.complete"):
             return
-        late = max(0.0, self.pacer.departed(self.pacer.clock.now() - self.due) - self.guard)
+        late = self.pacer.late_over_usual(self.pacer.clock.now() - self.due)
+        late = max(0.0, late - self.guard)
         self.due = None  # (the guard was paid ahead)
         allowed = self.pacer.departure_allowance(self.cost)
         if late > allowed:
@@ -270,11 +266,10 @@ class Pacer:
             return 1.0 / (1.0 - self.rate.safety_margin)
         return self.rate.interval
 
-    def _first_send_guard(self, first: bool | None = None) -> float:
-        """Extra spacing after this worker's next slot (or, ``first`` given, its claim):
-        after its first only (its first connection), and none when the policy asks for no
-        margin (``safety_margin=0``)."""
-        first = not self._sent if first is None else first
+    def _first_send_guard(self, first: bool) -> float:
+        """Extra spacing after this worker's next slot or claim: after its ``first`` only
+        (its first connection), and none when the policy asks for no margin
+        (``safety_margin=0``)."""
         if not first or (self.rate.safety_margin == 0 and not self.rate.discovering):
             return 0.0
         return min(self.first_send_seconds,
@@ -283,16 +278,14 @@ class Pacer:
     def departure_guard(self) -> float:
         """Extra spacing after this worker's next claim: its first send's guard, until one
         has left."""
-        return self._first_send_guard(first=not self._departed)
-
-    async def recheck(self, checked_at: float, epoch: int, cost: int = 1) -> bool:
-        """Right before a send enters the client: still clear to send? (See ``clearance``.)"""
-        return await self.clearance(checked_at, epoch, cost) is not None
+        return self._first_send_guard(not self._departed)
 
     async def clearance(self, checked_at: float, epoch: int, cost: int = 1,
                         guard: float = 0.0) -> float | None:
         """Right before a send enters the client: still clear to send (and when)? The
         instant it was due to leave (on this worker's clock), or ``None``: not at all.
+        A send cleared is counted then, not before: the counts may be flushed while it
+        waits here, and one voided here was never sent.
 
         Paced, the send is *claimed* on the gate (``Gate.claim``) in one round trip: it
         leaves ``interval`` after the fleet's previous send as it actually left (a send
@@ -306,6 +299,14 @@ class Pacer:
         again only when the send was held up for longer than ``recheck_after_seconds``
         (a starved process, a busy connection pool).
         """
+        due = await self._due(checked_at, epoch, cost, guard)
+        if due is not None:
+            self._departed = True
+            self.counts.requests += 1
+        return due
+
+    async def _due(self, checked_at: float, epoch: int, cost: int, guard: float) -> float | None:
+        """``clearance``, before it is counted."""
         claim = self._claim()
         if claim is None:
             if self.clock.now() - checked_at <= self.recheck_after_seconds:
@@ -313,18 +314,29 @@ class Pacer:
             return self._cleared(await self._timed(self.state), epoch)
         claimed = await self._timed(functools.partial(
             call_gate, self.gate.blocking, claim, self.key, self.spacing(cost) + guard))
+        wait = max(0.0, claimed.wait)
+        if wait > self._claim_wait_limit(cost):
+            # Not a queue of sends (a few intervals at most): the spacing state is off (a
+            # store whose clock stepped back). The slot was spaced already: go on it.
+            log.warning("the gate spaces the next send %.0f s ahead, more than any queue of "
+                        "sends: sending on its slot (has the store's clock stepped back?)", wait)
+            wait = 0.0
         # Due when the store said (a reply that came back late, a sleep that overran: the
         # send is late by as much, and the next one is pushed back by it).
-        due = self._timing.local(claimed.now + max(0.0, claimed.wait))
+        due = self._timing.local(claimed.now + wait)
         self._learn(claimed.rate_factor)
-        if not self._clear(claimed, epoch) or claimed.wait <= 0:
+        if not self._clear(claimed, epoch) or wait <= 0:
             return due if self._clear(claimed, epoch) else None
-        if claimed.wait > self.recheck_after_seconds:  # a long wait: check the pause again,
+        if wait > self.recheck_after_seconds:  # a long wait: check the pause again,
             await self.clock.sleep(max(0.0, due - self._timing.lead - self.clock.now()))
             if self._cleared(await self._timed(self.state), epoch) is None:  # a round trip
                 return None  # before it is due, so that the send is not late by it
         await self.clock.sleep(max(0.0, due - self.clock.now()))
         return due
+
+    def _claim_wait_limit(self, cost: int = 1) -> float:
+        """The longest wait a claim may ask: the slot's horizon, or a hundred spacings."""
+        return max(self.rate.horizon_seconds, 100 * self.spacing(cost))
 
     def _cleared(self, state: GateState, epoch: int) -> float | None:
         """A state check before a send: clear from now, or ``None``."""
@@ -366,7 +378,7 @@ class Pacer:
         """The last steps of one send whose slot was checked at ``checked_at`` in ``epoch``."""
         return Departure(self, checked_at, epoch, cost)
 
-    def departed(self, late: float) -> float:
+    def late_over_usual(self, late: float) -> float:
         """A send's headers left ``late`` seconds after it was due: how much later than
         this worker's sends usually leave (the least of the last few; 0 for the first)."""
         usual = min(self._departures, default=0.0)
@@ -407,7 +419,7 @@ class Pacer:
         return await call_gate(self.gate.blocking, self.gate.state, self.key)
 
     async def _reserve(self, cost: int = 1) -> Reservation:
-        pace: dict[str, Any] = {"spacing": self._first_send_guard(),
+        pace: dict[str, Any] = {"spacing": self._first_send_guard(not self._sent),
                                 "discover": self.rate.discovering}
         if cost != 1:
             pace["cost"] = cost  # a cap counts a batch by the provider's cost rule

@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from geotoolkit.clock import Clock, SystemClock
@@ -175,6 +174,10 @@ class FleetGate:
         """The shared value of ``key``'s adaptive state: a factor, or a discovered rate."""
         return DISCOVERED if self._discovering(key) else AIMD
 
+    def _read_state_value(self, key: str, name: str | None = None) -> ReadValues:
+        """The op reading ``key``'s adaptive state (a factor, or a discovered rate)."""
+        return ReadValues(fleet_key(key), name or self._name(key))
+
     def _learn(self, key: str, values: Mapping[str, str], name: str | None = None) -> _Known:
         name = name or self._name(key)
         text = values.get(name)
@@ -189,7 +192,7 @@ class FleetGate:
         with self._lock:
             known = self._known.get((key, name))
         if known is None:
-            known = self._learn(key, self._run([ReadValues(fleet_key(key), name)])[0], name)
+            known = self._learn(key, self._run([self._read_state_value(key, name)])[0], name)
         return known
 
     def _swap(self, key: str, text: str | None, new: AimdState) -> SetValue:
@@ -239,7 +242,7 @@ class FleetGate:
             if not slot.reserved:
                 usage = self._uncount(key, usage, cost)
         else:
-            *_, values, slot = self._run([*credit, *counted, ReadValues(fleet_key(key), name),
+            *_, values, slot = self._run([*credit, *counted, self._read_state_value(key, name),
                                           Reserve(key, interval / factor + spacing, horizon)])
             fresh = self._learn(key, values)[1].slot_factor
             if slot.reserved and fresh < factor * (1 - 1e-9):
@@ -257,7 +260,7 @@ class FleetGate:
         """Space a send ``interval`` from the fleet's previous one as it leaves (a GCRA
         slot on ``sent_key(key)``, never refused) and read ``key``'s pause: one round trip."""
         slot, state, values = self._run([Reserve(sent_key(key), interval, FAR), ReadState(key),
-                                         ReadValues(fleet_key(key), self._name(key))])
+                                         self._read_state_value(key)])
         return Claim(slot.wait, state.now, state.pause_until, state.epoch,
                      self._learn(key, values)[1].factor)
 
@@ -272,7 +275,7 @@ class FleetGate:
         """Count ``cost`` sends against the cap (with the report): increment, then check."""
         label, resets = period_of(self._now(), cap.period)
         results = self._run([*credit, self._cap_op(key, {label: cost}, resets), *counted,
-                             ReadValues(fleet_key(key), self._name(key)), ReadState(key)])
+                             self._read_state_value(key), ReadState(key)])
         added, values, state = results[len(credit)], results[-2], results[-1]
         self._learn(key, values)
         used = added[label]
@@ -322,7 +325,7 @@ class FleetGate:
             return paused.remaining
         # The factor before the state: read apart (PostgreSQL statements, each its own
         # snapshot), a factor older than the state is safe, a newer one could cut twice.
-        values, state, counters = self._run([ReadValues(fleet_key(key), self._name(key)),
+        values, state, counters = self._run([self._read_state_value(key),
                                              ReadState(key),
                                              ReadCounters(key, (*window_names(self._now()), OK))])
         text, aimd = self._learn(key, values)
@@ -376,7 +379,7 @@ class FleetGate:
         """Apply a 429 event on a fresher AIMD state (a success credit raced with it)."""
         for _ in range(tries):
             name = self._name(key)
-            text, aimd = self._learn(key, self._run([ReadValues(fleet_key(key), name)])[0], name)
+            text, aimd = self._learn(key, self._run([self._read_state_value(key, name)])[0], name)
             if (aimd.throttled_at or float("-inf")) >= state.now:
                 return  # a later 429 was counted meanwhile: its cut stands for ours
             event = self._event(key, aimd, state, seconds, counters)
@@ -386,8 +389,8 @@ class FleetGate:
     def state(self, key: str) -> GateState:
         """The key's pacing state and the fleet's adaptive factor, in one round trip."""
         current: StoreState
-        current, values = self._run([ReadState(key), ReadValues(fleet_key(key), self._name(key))])
-        return replace(current.gate_state(), rate_factor=self._learn(key, values)[1].factor)
+        current, values = self._run([ReadState(key), self._read_state_value(key)])
+        return current.gate_state(rate_factor=self._learn(key, values)[1].factor)
 
     # -- stats and heartbeats ----------------------------------------------------------------------
 

@@ -49,14 +49,14 @@ def test_a_late_send_holds_the_next_one_back_instead_of_landing_next_to_it() -> 
         epoch = await late.slot()
         checked = clock.now()
         await clock.sleep(0.03)  # starved 30 ms between its check and its send
-        assert await late.recheck(checked, epoch)
+        assert await late.departure(checked, epoch).check()
         sent.append(clock.now())
 
     async def on_time() -> None:
         await clock.sleep(0.001)  # asks for its slot just after
         epoch = await next_one.slot()
         assert clock.now() == pytest.approx(100.1)  # its slot: one interval after the first
-        assert await next_one.recheck(clock.now(), epoch)
+        assert await next_one.departure(clock.now(), epoch).check()
         sent.append(clock.now())
 
     async def both() -> None:
@@ -72,8 +72,8 @@ def test_a_pause_published_while_a_send_waits_for_its_spacing_voids_it() -> None
 
     async def run() -> bool:
         epoch = await two.slot()
-        assert await one.recheck(clock.now(), epoch)  # another send leaves just now
-        waiting = asyncio.ensure_future(two.recheck(clock.now(), epoch))  # waits 100 ms
+        assert await one.departure(clock.now(), epoch).check()  # another send leaves just now
+        waiting = asyncio.ensure_future(two.departure(clock.now(), epoch).check())  # waits 100 ms
         await clock.sleep(0.05)
         await one.pause(30.0, cause="Retry-After from api.example.com: 30 s", rate_limited=True)
         return await waiting
@@ -88,7 +88,8 @@ def test_an_unpaced_or_fast_fleet_sends_at_once(rate: float) -> None:
 
     async def run() -> list[bool]:
         epoch = await one.slot()
-        return [await one.recheck(clock.now(), epoch), await two.recheck(clock.now(), epoch)]
+        return [await one.departure(clock.now(), epoch).check(),
+                await two.departure(clock.now(), epoch).check()]
 
     assert asyncio.run(run()) == [True, True]
     assert clock.now() == pytest.approx(100.0, abs=1e-5)
@@ -256,11 +257,28 @@ def test_a_push_is_at_most_one_spacing() -> None:
     assert asyncio.run(run()) == pytest.approx(0.1)  # the one spacing pushed, no more
 
 
+class SteppedLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock a test moves forward (``step``): timers and deadlines
+    (``asyncio.timeout``) fall due without waiting on the wall clock."""
+
+    offset = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.offset
+
+    def step(self, seconds: float) -> None:
+        self.offset += seconds
+
+
 def test_the_last_check_is_outside_the_request_deadline() -> None:
     """A send waiting for its spacing is pacing, not a slow server: it never times out."""
 
     async def spaced() -> bool:
-        await asyncio.sleep(0.2)  # longer than the whole exchange may take
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, SteppedLoop)
+        loop.step(0.2)  # waited longer than the whole exchange may take...
+        for _ in range(2):  # ... and the loop runs what fell due meanwhile (a deadline's
+            await asyncio.sleep(0)  # cancellation lands at the await after it ran)
         return True
 
     async def run() -> int:
@@ -271,7 +289,8 @@ def test_the_last_check_is_outside_the_request_deadline() -> None:
             response = await http.send(client, request, "sim", deadline_seconds=0.05)
             return response.status_code
 
-    assert asyncio.run(run()) == 200
+    with asyncio.Runner(loop_factory=SteppedLoop) as runner:
+        assert runner.run(run()) == 200
 
 
 def test_a_last_check_that_says_no_sends_nothing() -> None:
@@ -371,3 +390,21 @@ def test_what_every_send_pays_is_not_pushed_only_what_one_pays_more() -> None:
 
     asyncio.run(run())
     assert pushes == pytest.approx([0.003, 0.006])  # the first (nothing known yet), the 9 ms
+
+
+def test_a_claim_asking_an_hour_goes_on_its_slot_instead(caplog: pytest.LogCaptureFixture) -> None:
+    """A store whose clock stepped back an hour holds the sends' spacing an hour ahead: no
+    queue of sends is that long. The send goes on its slot (spaced already), said in the
+    log, instead of waiting an hour."""
+    clock = FakeClock(start=100.0)
+    (pacer,) = pacers(clock, rate=10.0, n=1)
+    assert pacer.gate.claim(KEY, 3600.0).wait == 0.0  # the spacing now an hour ahead
+
+    async def run() -> float:
+        start = clock.now()
+        assert await pacer.departure(start, 0).check()
+        return clock.now() - start
+
+    with caplog.at_level("WARNING", logger="geotoolkit.engine"):
+        assert asyncio.run(run()) == 0.0
+    assert "stepped back" in caplog.text
