@@ -64,6 +64,8 @@ class WorkerResult:
     sends: list[float] = field(default_factory=list)
     pauses: list[tuple[float, float]] = field(default_factory=list)  #: published (see CountingGate)
     factors: list[tuple[float, float]] = field(default_factory=list)  #: (time, factor) per reservation
+    #: (asked at, spacing asked, due) per claim (a push asks its few milliseconds), store times
+    claims: list[tuple[float, float, float]] = field(default_factory=list)
     throttled: int = 0  #: Throttled events
     allowed: list[float] = field(default_factory=list)
     workers_seen: int = 0
@@ -89,12 +91,19 @@ class CountingGate:
         self.inner, self.reserved = inner, 0
         self.pauses: list[tuple[float, float]] = []
         self.factors: list[tuple[float, float]] = []
+        self.claims: list[tuple[float, float, float]] = []
 
     def reserve(self, *args: Any, **kwargs: Any) -> Any:
         reservation = self.inner.reserve(*args, **kwargs)
         self.reserved += reservation.reserved
         self.factors.append((time.time(), reservation.rate_factor))
         return reservation
+
+    def claim(self, key: str, interval: float) -> Any:
+        before = time.time()
+        claimed = self.inner.claim(key, interval)
+        self.claims.append((before, interval, claimed.now + max(0.0, claimed.wait)))
+        return claimed
 
     def pause(self, *args: Any, **kwargs: Any) -> float:
         before = time.time()
@@ -196,6 +205,7 @@ def run(args: WorkerArgs, result: WorkerResult, *, warm: Any = None) -> None:
     finally:
         result.pauses = list(gate.pauses)
         result.factors = list(gate.factors)
+        result.claims = list(gate.claims)
         result.reserved = gate.reserved
         gate.close()
 
