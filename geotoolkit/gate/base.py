@@ -239,7 +239,14 @@ class Aimd:
     Another 429 within ``probe_after_seconds`` shows the limit is real: that cut, and
     every one after it, stands (one that comes while climbing back, or within
     ``SETTLE_SECONDS`` of the cut while the fleet's pace catches up with its factor,
-    returns the fleet to where the climb began, the last pace known to be clean).
+    returns the fleet to where the climb began, the last pace known to be clean). The
+    limit then lies between the cut and the lowest factor refused since the last calm
+    (the *ceiling*): the fleet climbs toward just under the ceiling in steps, each
+    ``step_share`` of the way, ``step_after_seconds`` apart, until it is within
+    ``below_ceiling`` of it; a 429 on the way is a new ceiling, and returns the fleet to
+    the step it came from (a search, as TCP CUBIC climbs back toward the window where it
+    last lost, instead of staying at a cut that thin evidence made deep: measured, a
+    fleet cut to half of what was left stayed there for the rest of its run).
 
     Above that level, once ``probe_after_seconds`` have passed since the last 429,
     every second of successes raises the factor by ``increase_per_second`` of itself
@@ -260,6 +267,8 @@ class Aimd:
     discover_cut: float = 0.8
     min_factor: float = 0.05
     hold_seconds: float = 1.0
+    step_share: float = 0.5
+    step_after_seconds: float = 3.0
 
     def __post_init__(self) -> None:
         for name in ("decrease", "discover_cut", "min_factor"):
@@ -267,8 +276,11 @@ class Aimd:
                 raise ConfigurationError(f"Aimd.{name} must be in (0, 1]")
         if not 0 <= self.below_ceiling < 1:
             raise ConfigurationError("Aimd.below_ceiling must be in [0, 1)")
+        if not 0 <= self.step_share <= 1:
+            raise ConfigurationError("Aimd.step_share must be in [0, 1]")
         for name in ("increase_per_second", "growth_per_second", "hold_seconds",
-                     "climb_after_seconds", "recover_seconds", "probe_after_seconds"):
+                     "climb_after_seconds", "recover_seconds", "probe_after_seconds",
+                     "step_after_seconds"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ConfigurationError(f"Aimd.{name} must be finite and >= 0")

@@ -97,7 +97,7 @@ class AimdState:
     the level successes climb back to quickly (just under the ceiling an isolated
     429 found); above it they only probe slowly (see ``Aimd``).
 
-    >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5)
+    >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5, 0.9)
     >>> AimdState.from_text(state.to_text()) == state
     True
     >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
@@ -111,6 +111,9 @@ class AimdState:
     target: float | None = None
     ok_at: int | None = None  #: the key's ``OK`` counter at the last 429 event
     base: float | None = None  #: where a climb back after a doubtful cut started
+    #: The lowest factor refused by 429 events since the last calm (``probe_after_seconds``
+    #: without one): after a cut that stands, the fleet climbs toward it in steps.
+    ceiling: float | None = None
 
     @property
     def slot_factor(self) -> float:
@@ -128,7 +131,7 @@ class AimdState:
 
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
-                           self.target, self.ok_at, self.base])
+                           self.target, self.ok_at, self.base, self.ceiling])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
@@ -137,10 +140,11 @@ class AimdState:
             target = _instant(rest[0]) if rest else None
             ok_at = rest[1] if len(rest) > 1 and isinstance(rest[1], int) else None
             base = _instant(rest[2]) if len(rest) > 2 else None
+            ceiling = _instant(rest[3]) if len(rest) > 3 else None
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
-                       _instant(increased), target, ok_at, base)
+                       _instant(increased), target, ok_at, base, ceiling)
         except (TypeError, ValueError):
             return cls()
 
@@ -176,12 +180,40 @@ class AimdState:
             start = self.base if self.base is not None and self.base < factor else factor
             factor = min(self.target, factor + (self.target - start) * share)
             if self.target - factor < 1e-3 * self.target:
+                step = self._step(now, self.target, aimd)
+                if step is not None:
+                    return step
                 factor = self.target
         elif self.throttled_at is None and max_factor > 1.0:  # discovering: not throttled yet
             factor *= 1.0 + aimd.growth_per_second * credit
         elif self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds:
             factor *= 1.0 + aimd.increase_per_second * credit
         return replace(self, factor=min(max_factor, factor), increased_at=now)
+
+    def _step(self, now: float, reached: float, aimd: Aimd) -> AimdState | None:
+        """At ``reached`` (the target of a climb) with a ``ceiling`` refused in the last
+        ``probe_after_seconds``: the next step toward it, ``step_share`` of the way to just
+        under it, after ``step_after_seconds`` at this level. ``None``: no room left (within
+        ``below_ceiling`` of it), or no ceiling to climb to.
+
+        >>> a = Aimd(step_share=0.5, step_after_seconds=3.0)
+        >>> step = AimdState(0.4, throttled_at=10.0, target=0.5, ceiling=0.8)._step(20.0, 0.5, a)
+        >>> step.factor, step.base, round(step.target, 3), step.increased_at
+        (0.5, 0.5, 0.642, 23.0)
+        >>> AimdState(0.4, throttled_at=10.0, target=0.5, ceiling=0.5)._step(20.0, 0.5, a) is None
+        True
+        >>> AimdState(0.4, throttled_at=10.0, target=0.5, ceiling=0.8)._step(80.0, 0.5, a) is None
+        True
+        """
+        if (self.ceiling is None or self.throttled_at is None or aimd.step_share <= 0
+                or now - self.throttled_at >= aimd.probe_after_seconds):
+            return None
+        top = self.ceiling * (1.0 - aimd.below_ceiling)
+        if top <= reached * (1.0 + aimd.below_ceiling):
+            return None
+        return replace(self, factor=reached, base=reached,
+                       target=reached + (top - reached) * aimd.step_share,
+                       increased_at=now + aimd.step_after_seconds)
 
     def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
                   sends: float, discovering: bool = False, ok: int | None = None,
@@ -191,10 +223,12 @@ class AimdState:
         During a pause it is part of the burst that published it: nothing changes.
         Otherwise it is an event: a cut by ``Aimd.cut(sends)`` (``sends``: the
         successes since the fleet resumed; discovering, a first 429 cuts at least by
-        ``Aimd.discover_cut``), at most one per ``hold_seconds``. Successes climb back
-        to just under the factor of the event from ``new_until`` (the end of the pause
-        it publishes) plus ``Aimd.climb_after_seconds``. ``ok`` (the key's ``OK``
-        counter now) is kept, so the next event counts the successes since this one.
+        ``Aimd.discover_cut``), at most one per ``hold_seconds``. After the first in a
+        while, successes climb back to just under the factor of the event from
+        ``new_until`` (the end of the pause it publishes) plus ``Aimd.climb_after_seconds``;
+        after one that shows the limit is real, they climb in steps toward just under the
+        lowest factor refused since then (``ceiling``), ``Aimd.step_share`` of the way each.
+        ``ok`` (the key's ``OK`` counter now) is kept, so the next event counts the successes since this one.
         ``floor``: the share of the pace the fleet sustained with successes (over the
         recent window, or its best two seconds since the previous event); the limit is
         at least that, so no cut goes below it.
@@ -205,8 +239,10 @@ class AimdState:
         (0.5, 0.98, 12.0)
         >>> climbed = replace(cut, factor=0.6)                      # on its way back up
         >>> again = climbed.throttled(16.0, 11.0, 17.0, a, sends=20)   # refused again
-        >>> again.factor, again.target   # the limit is real: back where the climb began
-        (0.5, 0.5)
+        >>> again.factor, again.base, again.ceiling   # the limit is real: back where the
+        (0.5, 0.5, 0.6)
+        >>> round(again.target, 3), again.increased_at  # climb began, then halfway up to 0.6
+        (0.544, 18.0)
         >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, sends=500)
         >>> lone.factor, lone.target
         (0.98, 0.98)
@@ -236,9 +272,20 @@ class AimdState:
         # is real, and so does one while discovering: then the cut stands.
         first = self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds
         doubt = first and not (discovering and self.throttled_at is None)
-        target = max(factor, self.factor * (1.0 - aimd.below_ceiling)) if doubt else factor
-        return replace(state, factor=factor, decreased_at=now, target=target, increased_at=climb,
-                       base=factor if doubt else None)
+        # Refused at this factor: the ceiling, the lowest refused since the last calm.
+        # (Discovering, the growth found it: the cut stands, as it does after a calm.)
+        ceiling = self.factor if first or self.ceiling is None else min(self.ceiling, self.factor)
+        ceiling = None if discovering else ceiling
+        cut = replace(state, factor=factor, decreased_at=now, increased_at=climb, ceiling=ceiling)
+        if doubt:
+            target = max(factor, self.factor * (1.0 - aimd.below_ceiling))
+            return replace(cut, target=target, base=factor)
+        # The cut stands, but the limit is somewhere between it and the ceiling: climb
+        # there in steps (``_step``), each a share of the way, back here on a 429.
+        step = replace(cut, target=factor, base=None)._step(now, factor, aimd)
+        if step is None:
+            return replace(cut, target=factor, base=None)
+        return replace(step, increased_at=climb)
 
 
 def _instant(value: object) -> float | None:

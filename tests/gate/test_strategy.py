@@ -66,14 +66,16 @@ def test_the_aimd_steps_with_plain_numbers() -> None:
     a = Aimd(decrease=0.5, hold_seconds=1.0, climb_after_seconds=3.0, recover_seconds=2.0,
              increase_per_second=0.1, probe_after_seconds=0.0, below_ceiling=0.01)
     deep = AimdState().throttled(100.0, 0.0, 101.0, a, sends=5)  # refused after 5 successes
-    assert deep == AimdState(0.8, 100.0, 100.0, 104.0, 0.99, base=0.8)  # the limit is ~4/5, or jitter
+    assert deep == AimdState(0.8, 100.0, 100.0, 104.0, 0.99, base=0.8, ceiling=1.0)  # ~4/5, or jitter
     again = deep.throttled(110.0, 101.0, 111.0, Aimd(decrease=0.5), sends=10)  # within a minute:
-    assert (again.factor, again.target) == (pytest.approx(0.72), pytest.approx(0.72))  # stands
+    assert (again.factor, again.base) == (pytest.approx(0.72), pytest.approx(0.72))  # stands, and
+    assert again.ceiling == 0.8  # the fleet climbs halfway to just under where it was refused
+    assert again.target == pytest.approx(0.72 + (0.8 * 0.98 - 0.72) / 2)
     # Refused after 20: just over (or jitter): back to just under 1.0 from 101 + 3 s.
     cut = AimdState(1.0).throttled(100.0, 0.0, 101.0, a, sends=20)
-    assert cut == AimdState(0.95, 100.0, 100.0, 104.0, 0.99, base=0.95)
+    assert cut == AimdState(0.95, 100.0, 100.0, 104.0, 0.99, base=0.95, ceiling=1.0)
     held = cut.throttled(100.5, 100.4, 103.0, a, 0)  # within the hold: no cut, no climb yet
-    assert held == AimdState(0.95, 100.0, 100.5, 106.0, 0.99, base=0.95)
+    assert held == AimdState(0.95, 100.0, 100.5, 106.0, 0.99, base=0.95, ceiling=1.0)
     assert cut.throttled(101.0, 101.5, 103.0, a, 0) is cut  # during a pause: the same burst
     assert cut.credited(103.0, 5, a) is cut  # not yet: the pause, then the climb's hold
     up = cut.credited(105.0, 5, a)  # one second of climbing: half the way (2 s)
@@ -86,6 +88,41 @@ def test_the_aimd_steps_with_plain_numbers() -> None:
     assert AimdState().credited(5.0, 3, a) == AimdState()  # at the configured rate: nothing
     lone = AimdState(0.9, throttled_at=0.0).throttled(200.0, 10.0, 201.0, a, sends=1000)
     assert (lone.factor, lone.target) == (pytest.approx(0.9 * 0.99), pytest.approx(0.9 * 0.99))
+
+
+def test_a_cut_that_stands_climbs_in_steps_toward_the_lowest_factor_refused() -> None:
+    """Configured at twice the limit, a cold burst refused at 1.0, then the climb back
+    refused at 0.8: thin evidence cuts to 0.4. The fleet climbs toward just under 0.8 in
+    steps, each half of the way: a step refused is a new ceiling and the fleet returns to
+    the step it came from; a step within ``below_ceiling`` of the ceiling is the last."""
+    a = Aimd(decrease=0.5, below_ceiling=0.02, climb_after_seconds=1.0, recover_seconds=2.0,
+             step_share=0.5, step_after_seconds=3.0, probe_after_seconds=60.0)
+    first = AimdState().throttled(0.0, 0.0, 1.0, a, sends=0)
+    assert (first.factor, first.target, first.ceiling) == (0.5, 0.98, 1.0)
+    climbing = replace(first, factor=0.8, increased_at=3.0)
+    stands = climbing.throttled(3.0, 1.0, 4.0, a, sends=0)  # refused at once on the way up
+    assert (stands.factor, stands.base, stands.ceiling, stands.increased_at) == (0.4, 0.4, 0.8, 5.0)
+    assert stands.target == pytest.approx(0.4 + (0.784 - 0.4) / 2)  # halfway to 0.8 * 0.98
+    assert stands.credited(4.5, 3, a) is stands  # the pause, then the climb's hold
+    reached = stands.credited(6.0, 3, a).credited(7.0, 3, a)  # two seconds: there
+    assert reached.factor == reached.base == pytest.approx(0.592)
+    assert reached.increased_at == 10.0  # three seconds at this step before the next
+    assert reached.target == pytest.approx(0.592 + (0.784 - 0.592) / 2)
+    assert reached.credited(9.0, 3, a) is reached
+    # Refused on the way to the next step, at 0.68: back to 0.592, toward 0.68 * 0.98 now.
+    refused = replace(reached, factor=0.68).throttled(12.0, 4.0, 13.0, a, sends=30)
+    assert (refused.factor, refused.ceiling) == (pytest.approx(0.592), 0.68)
+    assert refused.target == pytest.approx(0.592 + (0.6664 - 0.592) / 2)
+    state, now, steps = refused, 14.0, 0
+    while state.target is not None and state.target > state.factor:  # step after step
+        state, now, steps = state.credited(now, 3, a), now + 1.0, steps + 1
+    assert 0.6664 / 1.02 <= state.factor <= 0.6664 and steps < 20  # the last: within 2 %
+    assert state.credited(now + 10.0, 3, a).factor == state.factor
+    # A minute after the last 429 the ceiling is forgotten: a slow probe above the level.
+    assert state.credited(73.0, 3, a).factor == pytest.approx(state.factor * 1.002)
+    # Steps are for a configured rate: discovering, the cut stands.
+    discovered = replace(first, throttled_at=None).throttled(2.0, 1.0, 3.0, a, 0, discovering=True)
+    assert discovered.ceiling is None and discovered.target == discovered.factor
 
 
 def test_discovery_grows_until_the_first_429_then_settles_under_it() -> None:
