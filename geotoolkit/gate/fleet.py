@@ -274,8 +274,9 @@ class AimdState:
         doubt = first and not (discovering and self.throttled_at is None)
         # Refused at this factor: the ceiling, the lowest refused since the last calm.
         # (Discovering, the growth found it: the cut stands, as it does after a calm.)
-        ceiling = self.factor if first or self.ceiling is None else min(self.ceiling, self.factor)
-        ceiling = None if discovering else ceiling
+        ceiling: float | None = None
+        if not discovering:
+            ceiling = self.factor if first or self.ceiling is None else min(self.ceiling, self.factor)
         cut = replace(state, factor=factor, decreased_at=now, increased_at=climb, ceiling=ceiling)
         if doubt:
             target = max(factor, self.factor * (1.0 - aimd.below_ceiling))
