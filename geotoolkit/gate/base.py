@@ -242,8 +242,9 @@ class Aimd:
     returns the fleet to where the climb began, the last pace known to be clean). The
     limit then lies between the cut and the lowest factor refused since the last calm
     (the *ceiling*): the fleet climbs toward just under the ceiling in steps, each
-    ``step_share`` of the way, ``step_after_seconds`` apart, until it is within
-    ``below_ceiling`` of it; a 429 on the way is a new ceiling, and returns the fleet to
+    ``step_share`` of the way, ``step_after_seconds`` apart, while it is more than
+    ``step_until`` under it (a step refused costs a pause of the fleet: closer, the slow
+    probe takes over); a 429 on the way is a new ceiling, and returns the fleet to
     the step it came from (a search, as TCP CUBIC climbs back toward the window where it
     last lost, instead of staying at a cut that thin evidence made deep: measured, a
     fleet cut to half of what was left stayed there for the rest of its run).
@@ -269,6 +270,7 @@ class Aimd:
     hold_seconds: float = 1.0
     step_share: float = 0.5
     step_after_seconds: float = 3.0
+    step_until: float = 0.15
 
     def __post_init__(self) -> None:
         for name in ("decrease", "discover_cut", "min_factor"):
@@ -278,6 +280,8 @@ class Aimd:
             raise ConfigurationError("Aimd.below_ceiling must be in [0, 1)")
         if not 0 <= self.step_share <= 1:
             raise ConfigurationError("Aimd.step_share must be in [0, 1]")
+        if not (math.isfinite(self.step_until) and self.step_until >= 0):
+            raise ConfigurationError("Aimd.step_until must be finite and >= 0")
         for name in ("increase_per_second", "growth_per_second", "hold_seconds",
                      "climb_after_seconds", "recover_seconds", "probe_after_seconds",
                      "step_after_seconds"):

@@ -194,13 +194,13 @@ class AimdState:
         """At ``reached`` (the target of a climb) with a ``ceiling`` refused in the last
         ``probe_after_seconds``: the next step toward it, ``step_share`` of the way to just
         under it, after ``step_after_seconds`` at this level. ``None``: no room left (within
-        ``below_ceiling`` of it), or no ceiling to climb to.
+        ``step_until`` of just under it), or no ceiling to climb to.
 
-        >>> a = Aimd(step_share=0.5, step_after_seconds=3.0)
+        >>> a = Aimd(step_share=0.5, step_after_seconds=3.0, step_until=0.15)
         >>> step = AimdState(0.4, throttled_at=10.0, target=0.5, ceiling=0.8)._step(20.0, 0.5, a)
         >>> step.factor, step.base, round(step.target, 3), step.increased_at
         (0.5, 0.5, 0.642, 23.0)
-        >>> AimdState(0.4, throttled_at=10.0, target=0.5, ceiling=0.5)._step(20.0, 0.5, a) is None
+        >>> AimdState(0.4, throttled_at=10.0, target=0.5, ceiling=0.58)._step(20.0, 0.5, a) is None
         True
         >>> AimdState(0.4, throttled_at=10.0, target=0.5, ceiling=0.8)._step(80.0, 0.5, a) is None
         True
@@ -209,7 +209,7 @@ class AimdState:
                 or now - self.throttled_at >= aimd.probe_after_seconds):
             return None
         top = self.ceiling * (1.0 - aimd.below_ceiling)
-        if top <= reached * (1.0 + aimd.below_ceiling):
+        if top <= reached * (1.0 + aimd.step_until):
             return None
         return replace(self, factor=reached, base=reached,
                        target=reached + (top - reached) * aimd.step_share,
