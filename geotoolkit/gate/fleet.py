@@ -262,8 +262,10 @@ class AimdState:
         proposed = self.factor * multiplier
         climbing = self.target is not None and self.factor < self.target
         settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
-        if self.base is not None and (climbing or settling):
-            proposed = min(proposed, self.base)  # refused while climbing back: where it began
+        if self.base is not None and climbing and self.factor > self.base * (1.0 + 1e-9):
+            proposed = self.base  # refused on the way up: back where the climb began, which held
+        elif self.base is not None and (climbing or settling):
+            proposed = min(proposed, self.base)  # refused where it began: as far under as shown
         sustained = self.factor * min(floor, 1.0 - aimd.below_ceiling)
         factor = max(aimd.min_factor, proposed, sustained)
         # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after

@@ -90,34 +90,41 @@ def test_the_aimd_steps_with_plain_numbers() -> None:
 
 
 def test_a_cut_that_stands_climbs_in_steps_toward_the_lowest_factor_refused() -> None:
-    """Configured at twice the limit, a cold burst refused at 1.0, then the climb back
-    refused at 0.8: thin evidence cuts to 0.4. The fleet climbs toward just under 0.8 in
-    steps, each half of the way: a step refused is a new ceiling and the fleet returns to
-    the step it came from; none is taken within ``step_until`` of just under the ceiling."""
+    """Configured at twice the limit, a cold burst refused at 1.0 (cut to half), then the
+    climb back refused at 0.8: the fleet returns to where the climb began, and the limit
+    lies between there and 0.8. It climbs toward just under 0.8 in steps, each half of
+    the way: a step refused is a new ceiling and the fleet returns to the step it came
+    from; none is taken within ``step_until`` of just under the ceiling."""
     a = Aimd(decrease=0.5, below_ceiling=0.02, climb_after_seconds=1.0, recover_seconds=2.0,
              step_share=0.5, step_after_seconds=3.0, step_until=0.15, probe_after_seconds=60.0)
     first = AimdState().throttled(0.0, 0.0, 1.0, a, sends=0)
     assert (first.factor, first.target, first.ceiling) == (0.5, 0.98, 1.0)
     climbing = replace(first, factor=0.8, increased_at=3.0)
     stands = climbing.throttled(3.0, 1.0, 4.0, a, sends=0)  # refused at once on the way up
-    assert (stands.factor, stands.base, stands.ceiling, stands.increased_at) == (0.4, 0.4, 0.8, 5.0)
-    assert stands.target == pytest.approx(0.4 + (0.784 - 0.4) / 2)  # halfway to 0.8 * 0.98
+    assert (stands.factor, stands.base, stands.ceiling, stands.increased_at) == (0.5, 0.5, 0.8, 5.0)
+    assert stands.target == pytest.approx(0.5 + (0.784 - 0.5) / 2)  # halfway to 0.8 * 0.98
     assert stands.credited(4.5, 3, a) is stands  # the pause, then the climb's hold
     reached = stands.credited(6.0, 3, a).credited(7.0, 3, a)  # two seconds: there
-    assert reached.factor == reached.base == pytest.approx(0.592)
+    assert reached.factor == reached.base == pytest.approx(0.642)
     assert reached.increased_at == 10.0  # three seconds at this step before the next
-    assert reached.target == pytest.approx(0.592 + (0.784 - 0.592) / 2)
+    assert reached.target == pytest.approx(0.642 + (0.784 - 0.642) / 2)
     assert reached.credited(9.0, 3, a) is reached
-    last = reached.credited(11.0, 3, a).credited(12.0, 3, a)  # the second step: 0.688
-    assert last.factor == last.target == pytest.approx(0.688)  # within 15 % of 0.784: the last
+    last = reached.credited(11.0, 3, a).credited(12.0, 3, a)  # the second step: 0.713
+    assert last.factor == last.target == pytest.approx(0.713)  # within 15 % of 0.784: the last
     assert last.credited(20.0, 3, a).factor == last.factor
     # A minute after the last 429 the ceiling is forgotten: a slow probe above the level.
     assert last.credited(63.0, 3, a).factor == pytest.approx(last.factor * 1.002)
-    # Refused on the way to the second step, at 0.68: back to 0.592, and 0.68 is the new
-    # ceiling, within 15 % of it: no more steps.
-    refused = replace(reached, factor=0.68).throttled(12.0, 4.0, 13.0, a, sends=30)
-    assert (refused.factor, refused.ceiling) == (pytest.approx(0.592), 0.68)
+    # Refused on the way to the second step, at 0.7: back to the step it came from, and
+    # 0.7 is the new ceiling, within 15 % of it: no more steps.
+    refused = replace(reached, factor=0.7).throttled(12.0, 4.0, 13.0, a, sends=30)
+    assert (refused.factor, refused.ceiling) == (pytest.approx(0.642), 0.7)
     assert refused.target == refused.factor
+    # Refused again where the climb began, before it climbed: that level is not clean
+    # either, the evidence cuts under it (none here: the deepest cut), and the fleet
+    # steps from there toward just under 0.5.
+    under = stands.throttled(6.0, 4.0, 7.0, a, sends=0)
+    assert (under.factor, under.ceiling) == (0.25, 0.5)
+    assert under.target == pytest.approx(0.25 + (0.49 - 0.25) / 2)
     # Steps are for a configured rate: discovering, the cut stands.
     discovered = replace(first, throttled_at=None).throttled(2.0, 1.0, 3.0, a, 0, discovering=True)
     assert discovered.ceiling is None and discovered.target == discovered.factor
