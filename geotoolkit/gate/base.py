@@ -237,9 +237,10 @@ class Aimd:
     *ceiling*: after the pause and ``climb_after_seconds`` more without a 429,
     successes climb back within ``recover_seconds`` to ``below_ceiling`` under it.
     Another 429 within ``probe_after_seconds`` shows the limit is real: that cut, and
-    every one after it, stands (one that comes while climbing back, or within
-    ``SETTLE_SECONDS`` of the cut while the fleet's pace catches up with its factor,
-    returns the fleet to where the climb began, the last pace known to be clean). The
+    every one after it, stands (one that comes while climbing back returns the fleet to
+    where the climb began, the last pace known to be clean; one at that level, within
+    ``SETTLE_SECONDS`` of the cut while the fleet's pace catches up with its factor, cuts
+    under it by what it shows). The
     limit then lies between the cut and the lowest factor refused since the last calm
     (the *ceiling*): the fleet climbs toward just under the ceiling in steps, each
     ``step_share`` of the way, ``step_after_seconds`` apart, while it is more than
