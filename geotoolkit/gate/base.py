@@ -271,7 +271,7 @@ class Aimd:
     hold_seconds: float = 1.0
     step_share: float = 0.5
     step_after_seconds: float = 3.0
-    step_until: float = 0.15
+    step_until: float = 0.25
 
     def __post_init__(self) -> None:
         for name in ("decrease", "discover_cut", "min_factor"):
