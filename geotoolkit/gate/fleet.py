@@ -237,12 +237,15 @@ class AimdState:
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
         >>> cut.factor, cut.target, cut.increased_at   # climbs back from 12 s to 0.98
         (0.5, 0.98, 12.0)
-        >>> climbed = replace(cut, factor=0.6)                      # on its way back up
+        >>> climbed = replace(cut, factor=0.8)                      # on its way back up
         >>> again = climbed.throttled(16.0, 11.0, 17.0, a, sends=20)   # refused again
         >>> again.factor, again.base, again.ceiling   # the limit is real: back where the
+        (0.5, 0.5, 0.8)
+        >>> round(again.target, 3), again.increased_at  # climb began, then halfway up to 0.8
+        (0.642, 18.0)
+        >>> near = replace(cut, factor=0.6).throttled(16.0, 11.0, 17.0, a, sends=20)
+        >>> near.factor, near.target, near.ceiling   # 0.6 is within 25 %: no steps
         (0.5, 0.5, 0.6)
-        >>> round(again.target, 3), again.increased_at  # climb began, then halfway up to 0.6
-        (0.544, 18.0)
         >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, sends=500)
         >>> lone.factor, lone.target
         (0.98, 0.98)
