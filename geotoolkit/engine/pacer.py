@@ -325,8 +325,10 @@ class Pacer:
         # send is late by as much, and the next one is pushed back by it).
         due = self._timing.local(claimed.now + wait)
         self._learn(claimed.rate_factor)
-        if not self._clear(claimed, epoch) or wait <= 0:
-            return due if self._clear(claimed, epoch) else None
+        if not self._clear(claimed, epoch):
+            return None
+        if wait <= 0:
+            return due
         if wait > self.recheck_after_seconds:  # a long wait: check the pause again,
             await self.clock.sleep(max(0.0, due - self._timing.lead - self.clock.now()))
             if self._cleared(await self._timed(self.state), epoch) is None:  # a round trip

@@ -102,6 +102,8 @@ class AimdState:
     True
     >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
     True
+    >>> AimdState.from_text("[0.5, null, null, null, 0.5, null, 0.5, Infinity]").ceiling is None
+    True
     """
 
     factor: float = 1.0
@@ -141,6 +143,8 @@ class AimdState:
             ok_at = rest[1] if len(rest) > 1 and isinstance(rest[1], int) else None
             base = _instant(rest[2]) if len(rest) > 2 else None
             ceiling = _instant(rest[3]) if len(rest) > 3 else None
+            if ceiling is not None and not (math.isfinite(ceiling) and ceiling > 0):
+                ceiling = None  # not a factor (a value written by hand, a foreign writer)
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
@@ -288,10 +292,9 @@ class AimdState:
             return replace(cut, target=target, base=factor)
         # The cut stands, but the limit is somewhere between it and the ceiling: climb
         # there in steps (``_step``), each a share of the way, back here on a 429.
-        step = replace(cut, target=factor, base=None)._step(now, factor, aimd)
-        if step is None:
-            return replace(cut, target=factor, base=None)
-        return replace(step, increased_at=climb)
+        stands = replace(cut, target=factor, base=None)
+        step = stands._step(now, factor, aimd)
+        return stands if step is None else replace(step, increased_at=climb)
 
 
 def _instant(value: object) -> float | None:
@@ -310,6 +313,15 @@ def stamp_of(now: float) -> int:
     return math.floor(now / BUCKET_SECONDS)
 
 
+def _counter(stamp: int, kind: str) -> str:
+    """The name of one bucket's counter: ``kind`` is ``r``, ``s`` or ``t``."""
+    return f"win:{stamp}:{kind}"
+
+
+def _successes(counters: Mapping[str, int], stamp: int) -> int:
+    return counters.get(_counter(stamp, "s"), 0)
+
+
 def bucket_counts(now: float, report: Report) -> dict[str, int]:
     """The counters a report adds to, in the bucket of ``now`` (zeros too: the bucket exists).
 
@@ -317,7 +329,7 @@ def bucket_counts(now: float, report: Report) -> dict[str, int]:
     {'win:1234:r': 2, 'win:1234:s': 1, 'win:1234:t': 0}
     """
     stamp = stamp_of(now)
-    return {f"win:{stamp}:{kind}": count
+    return {_counter(stamp, kind): count
             for kind, count in zip(_KINDS, (report.requests, report.successes, report.throttled),
                                    strict=True)}
 
@@ -325,7 +337,7 @@ def bucket_counts(now: float, report: Report) -> dict[str, int]:
 def window_names(now: float) -> tuple[str, ...]:
     """The counters to read for the window around ``now`` (an estimate: one bucket to spare)."""
     stamp = stamp_of(now)
-    return tuple(f"win:{s}:{kind}" for s in range(stamp - SLOTS, stamp + 2) for kind in _KINDS)
+    return tuple(_counter(s, kind) for s in range(stamp - SLOTS, stamp + 2) for kind in _KINDS)
 
 
 def window_totals(now: float, counters: Mapping[str, int]) -> tuple[float, int, int, int]:
@@ -342,7 +354,7 @@ def window_totals(now: float, counters: Mapping[str, int]) -> tuple[float, int, 
     stamp = stamp_of(now)
     totals, oldest = [0, 0, 0], None
     for s in range(stamp - SLOTS + 1, stamp + 1):
-        names = [f"win:{s}:{kind}" for kind in _KINDS]
+        names = [_counter(s, kind) for kind in _KINDS]
         if not any(name in counters for name in names):
             continue
         oldest = s if oldest is None else oldest
@@ -362,7 +374,7 @@ def successes_since(now: float, since: float, counters: Mapping[str, int]) -> in
     (4, 6)
     """
     first = max(stamp_of(since), stamp_of(now) - SLOTS + 1)
-    return sum(counters.get(f"win:{s}:s", 0) for s in range(first, stamp_of(now) + 1))
+    return sum(_successes(counters, s) for s in range(first, stamp_of(now) + 1))
 
 
 def best_pace(now: float, since: float | None, counters: Mapping[str, int]) -> float:
@@ -377,8 +389,8 @@ def best_pace(now: float, since: float | None, counters: Mapping[str, int]) -> f
     """
     stamp = stamp_of(now)
     first = stamp - SLOTS + 1 if since is None else max(stamp_of(since) + 1, stamp - SLOTS + 1)
-    paces = [(counters.get(f"win:{s}:s", 0) + counters.get(f"win:{s + 1}:s", 0))
-             / (2 * BUCKET_SECONDS) for s in range(first, stamp - 1)]
+    paces = [(_successes(counters, s) + _successes(counters, s + 1)) / (2 * BUCKET_SECONDS)
+             for s in range(first, stamp - 1)]
     return max(paces, default=0.0)
 
 
@@ -389,7 +401,7 @@ def window_full(now: float, counters: Mapping[str, int]) -> bool:
     >>> window_full(110.5, bucket_counts(101.2, Report(1, 1))), window_full(110.5, {})
     (True, False)
     """
-    return counters.get(f"win:{stamp_of(now) - SLOTS + 1}:s", 0) > 0
+    return _successes(counters, stamp_of(now) - SLOTS + 1) > 0
 
 
 # -- caps -----------------------------------------------------------------------------------------
