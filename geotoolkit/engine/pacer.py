@@ -389,14 +389,16 @@ class Pacer:
 
     def push(self, seconds: float) -> None:
         """A claimed send left ``seconds`` late: push the fleet's next claim back as much
-        (in the background: this send is late enough; errors are only logged)."""
+        (in the background: this send is late enough; errors are only logged). With the
+        gate's ``push``, or a claim of ``seconds`` on a gate without one."""
         claim = self._claim()
         if claim is None:
             return
+        gate_push: Callable[[str, float], object] = getattr(self.gate, "push", None) or claim
 
         async def push() -> None:
             try:
-                await call_gate(self.gate.blocking, claim, self.key, seconds)
+                await call_gate(self.gate.blocking, gate_push, self.key, seconds)
             except GeotoolkitError as exc:
                 log.debug("could not push the fleet's next send back: %s", exc)
 

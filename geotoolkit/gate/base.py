@@ -353,6 +353,10 @@ class Gate(Protocol):
         process, a slow connection) and land next to the following one, which a
         limiter without burst refuses. Claims are spaced on the store's clock at the
         moment each send leaves, so lateness delays the next send instead.
+
+        A gate may also offer ``push(key, seconds)``: a send left ``seconds`` late, space
+        the fleet's next claim that much later (the engine claims ``seconds`` instead on a
+        gate without it).
         """
         ...
 

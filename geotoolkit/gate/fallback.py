@@ -177,6 +177,16 @@ class FallbackGate:
         return self._route(lambda: self.inner.claim(key, interval),
                            lambda: self._local.claim(key, interval / self.share))
 
+    def push(self, key: str, seconds: float) -> None:
+        def inner() -> None:
+            push = getattr(self.inner, "push", None)  # an inner gate may predate push
+            if push is None:
+                self.inner.claim(key, seconds)
+            else:
+                push(key, seconds)
+
+        self._route(inner, lambda: self._local.push(key, seconds / self.share))
+
     def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
               report: Report | None = None) -> float:
         # Always remembered locally too: a pause published just before the store

@@ -23,15 +23,16 @@ decided here, once, for memory, SQLite, Redis and PostgreSQL alike:
   undone and ``QuotaExceededError`` raised without reserving.
 
 Round trips per call (each a ``store.run`` batch; see docs/fleet-gate.md):
-``claim`` 1, ``reserve`` 1 (2 with a cap; +1 for a key's first reservation on this
-instance; +1 to give back a cap count when the wait is beyond the horizon),
-``pause`` 1 (2 for a 429), ``state``/``record``/``stats``/``usage`` and each
-shared-value call 1.
+``claim`` 1 (2 when it realigns the slots), ``push`` 1, ``reserve`` 1 (2 with a cap;
++1 for a key's first reservation on this instance; +1 to give back a cap count when the
+wait is beyond the horizon), ``pause`` 1 (2 for a 429), ``state``/``record``/``stats``/
+``usage`` and each shared-value call 1.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -99,7 +100,28 @@ MIN_SUSTAINED_SECONDS = 2.0
 #: overclaim on a burst-1 bucket settled just over the limit and was refused again.
 BEST_PACE_SHARE = 0.9
 
+#: A claim that waits more than this many of the fleet's spacings moves the slots behind
+#: the claims' queue (see ``FleetGate._realign``): one is a late send's push at most.
+REALIGN_SPACINGS = 1.5
+#: The shared value (after the adaptive state's name) holding where the slots start after
+#: the last realignment, on the store's clock, and how long it is kept.
+_ALIGNED = ":aligned"
+ALIGNED_TTL_SECONDS = 3600.0
+
 _Known = tuple[str | None, AimdState]  # the stored text (None: absent) and what it says
+
+
+def _number(text: str | None) -> float:
+    """A stored instant (``-inf``: none, or not a finite number).
+
+    >>> _number("12.5"), _number(None), _number("nan"), _number("inf"), _number("x")
+    (12.5, -inf, -inf, -inf, -inf)
+    """
+    try:
+        value = float(text) if text is not None else -math.inf
+    except ValueError:
+        return -math.inf
+    return value if math.isfinite(value) else -math.inf
 
 
 def fleet_key(key: str) -> str:
@@ -258,11 +280,52 @@ class FleetGate:
 
     def claim(self, key: str, interval: float) -> Claim:
         """Space a send ``interval`` from the fleet's previous one as it leaves (a GCRA
-        slot on ``sent_key(key)``, never refused) and read ``key``'s pause: one round trip."""
+        slot on ``sent_key(key)``, never refused) and read ``key``'s pause: one round trip
+        (two when it moves the slots behind a queue of claims, see ``_realign``)."""
         slot, state, values = self._run([Reserve(sent_key(key), interval, FAR), ReadState(key),
                                          self._read_state_value(key)])
-        return Claim(slot.wait, state.now, state.pause_until, state.epoch,
-                     self._learn(key, values)[1].factor)
+        factor = self._learn(key, values)[1].factor
+        self._realign(key, slot.wait, state, factor, values.get(self._name(key) + _ALIGNED))
+        return Claim(slot.wait, state.now, state.pause_until, state.epoch, factor)
+
+    def push(self, key: str, seconds: float) -> None:
+        """A send left ``seconds`` late: space the fleet's next claim that much later."""
+        self._run([Reserve(sent_key(key), seconds, FAR)])
+
+    def _realign(self, key: str, wait: float, state: StoreState, factor: float,
+                 aligned: str | None) -> None:
+        """A send whose claim waits ``wait`` behind a queue of claims: move the slots behind it.
+
+        Each worker holds one slot at a time, so the fleet's sends wait about one spacing
+        per worker between reserving and leaving, in two queues: the slots' and the claims'.
+        Slots and claims keep the same pace, so a lag of the claims behind the slots (slots
+        reserved at the target while the factor climbs back, late sends' pushes adding up)
+        stays until the next pause: every send then waits in the claims' queue (1.6 s for 16
+        workers at 10/s, measured), and a late send's push reaches only the claims made after
+        the queue's last, not the send right behind it, which a limiter without burst
+        refuses. A claim that waits more than ``REALIGN_SPACINGS`` of the fleet's spacing
+        pushes the slots' state back by its wait (less a quarter spacing), so that the slots
+        reserved from now on come due when their claims do; the claims of slots reserved
+        before are still queued, so it records where the slots then start (``aligned``, a
+        shared value) and claims whose slots came due before that move nothing (while the
+        slots' state is still past it: a pause restarts it earlier, and a value no slot
+        reached is not one). The push applies only if the next slot is still where this
+        claim saw it (the reservation's horizon): of claims that saw the same queue at
+        once, one moves the slots.
+        """
+        with self._lock:
+            interval = self._paces.get(key, (0.0, False))[0]
+        spacing = interval / factor
+        if interval <= 0 or state.pause_until > state.now or wait <= REALIGN_SPACINGS * spacing:
+            return  # the pace is not known here; a pause restarts both at its end; no queue
+        if state.now < _number(aligned) - spacing / 2 <= state.tat:
+            return  # this send's slot was reserved before the last realignment
+        slot_wait = max(0.0, state.tat - state.now)
+        shift = wait - spacing / 4
+        start = state.now + slot_wait + shift
+        self._run([SetValue(fleet_key(key), self._name(key) + _ALIGNED, repr(start),
+                            ALIGNED_TTL_SECONDS),
+                   Reserve(key, shift, slot_wait + spacing / 2)])
 
     # -- caps --------------------------------------------------------------------------------------
 

@@ -21,6 +21,8 @@ import pytest
 from geotoolkit import ConfigurationError, FakeClock, MemoryGate, Query, QuotaExceededError, RatePolicy
 from geotoolkit.engine import Engine
 from geotoolkit.gate import Aimd, Cap
+from geotoolkit.gate.fleet import AIMD, AimdState
+from geotoolkit.gate.strategy import fleet_key
 from geotoolkit.progress import BatchFinished, Event, FleetSampled
 from geotoolkit.providers import Nominatim
 from geotoolkit.results import Outcome
@@ -407,3 +409,48 @@ def test_with_no_rate_the_fleet_discovers_it_and_the_next_run_starts_there() -> 
     assert len(again) == 40 and limiter.count(429) == 0
     assert (again[-1] - again[0]) < 40 / 3.0  # paced near the learned rate at once
     assert (first_run[40] - first_run[0]) > (again[-1] - again[0])  # the first 40 were slower
+
+
+class ClaimWaits(MemoryGate):
+    """Records the wait of every claim (the queue a send found as it was about to leave)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.waits: list[tuple[float, float]] = []
+
+    def claim(self, key: str, interval: float) -> Any:
+        claimed = super().claim(key, interval)
+        self.waits.append((claimed.now, claimed.wait))
+        return claimed
+
+
+def test_after_a_climb_the_sends_do_not_wait_in_a_queue_of_claims() -> None:
+    """Eight workers climb back from half the rate (slots at the target, claims at the factor
+    as it climbs): the claims fall behind the slots, by up to one spacing per worker. Once
+    a claim finds such a queue, the slots are moved behind it: the sends that follow find
+    their claim due at once (a late send's push then reaches the send right behind it)."""
+    clock = FakeClock(start=1_000_000.0)
+    gate = ClaimWaits(clock)
+    provider = LimitedProvider(clock, limit=100)
+    key = Nominatim("http://sim.test", user_agent="x/1").gate_key
+    climbing = AimdState(0.5, decreased_at=clock.now(), throttled_at=clock.now(),
+                         increased_at=clock.now(), target=0.98, base=0.5)
+    assert gate.set_value(fleet_key(key), AIMD, climbing.to_text(), ttl_seconds=3600.0)
+    runs = [engine(clock, provider, gate) for _ in range(8)]
+
+    async def fleet() -> None:
+        await asyncio.gather(*(run.run(queries(25, f"W{i}")) for i, run in enumerate(runs)))
+
+    asyncio.run(fleet())
+    assert provider.count(200) == 200
+    spacing = 0.1 / 0.98
+    start = gate.waits[0][0]
+    climbed = [wait for at, wait in gate.waits if at - start >= 2.0]  # over by then
+    queued = [wait for at, wait in gate.waits if at - start < 2.0]
+    assert max(queued) > 2 * spacing  # the climb built a queue of claims...
+    # ... which the slots were moved behind: afterwards a claim waits at most a spacing
+    # (the few claims of slots reserved before the move drain first).
+    assert sum(wait > 1.5 * spacing for wait in climbed) <= 8
+    assert sorted(climbed)[len(climbed) // 2] < 0.5 * spacing
+    times = sorted(t for t, _ in provider.log)
+    assert all(b - a >= 0.1 - 1e-9 for a, b in itertools.pairwise(times))  # never over the rate

@@ -245,6 +245,25 @@ def test_claims_are_spaced_locally_at_the_reduced_rate_while_degraded(clock: Fak
     assert gate.claim(KEY, 1.0).pause_remaining == 0.0
 
 
+def test_a_push_spaces_the_next_claim_on_the_inner_gate_or_locally(clock: FakeClock) -> None:
+    """A late send's push goes to the inner gate's ``push`` (a claim of its seconds on a gate
+    without one), and to this process's own spacing while degraded."""
+    with_push = FallbackGate(MemoryGate(clock=clock), clock=clock)
+    assert with_push.claim(KEY, 1.0).wait == 0.0
+    with_push.push(KEY, 0.5)
+    assert with_push.claim(KEY, 1.0).wait == pytest.approx(1.5)
+    inner = FlakyGate(clock)  # no push of its own
+    gate = FallbackGate(inner, share=0.25, clock=clock)
+    assert gate.claim(KEY, 1.0).wait == 0.0
+    gate.push(KEY, 0.5)
+    assert gate.claim(KEY, 1.0).wait == pytest.approx(1.5)
+    inner.down = True
+    with pytest.warns(GateUnavailableWarning):
+        assert gate.claim(KEY, 1.0).wait == 0.0  # this process's own spacing, from now
+    gate.push(KEY, 0.5)  # at a quarter of the rate: 2 s
+    assert gate.claim(KEY, 1.0).wait == pytest.approx(4.0 + 2.0)
+
+
 def test_shared_values_are_served_locally_while_degraded(clock: FakeClock) -> None:
     inner = FlakyGate(clock)
     gate = FallbackGate(inner, clock=clock, retry_seconds=5.0)

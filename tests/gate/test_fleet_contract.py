@@ -20,6 +20,7 @@ from geotoolkit.clock import FakeClock
 from geotoolkit.errors import QuotaExceededError
 from geotoolkit.gate import Aimd, Cap, Gate, MemoryGate, Report, SQLiteGate, gate_key
 from geotoolkit.gate.fleet import AIMD, WINDOW_SECONDS, AimdState, period_of
+from geotoolkit.gate.primitives import ReadState
 from geotoolkit.gate.strategy import fleet_key
 
 TOL = 0.25
@@ -66,15 +67,16 @@ def test_reserve_reports_the_slot_epoch_and_factor(store: Any, host: str) -> Non
 def test_claims_space_sends_as_they_leave_and_read_the_pause(store: Any, host: str) -> None:
     one, two = store.open(), store.open()
     key = gate_key(host)
-    slot = one.reserve(key, 10.0)
-    first = one.claim(key, 10.0)
+    slot = one.state(key)  # (no slot reserved: the gates do not know the fleet's pace, so
+    first = one.claim(key, 10.0)  # the queue of claims below leaves the slots be)
     assert first.wait == pytest.approx(0.0, abs=1e-9)
     assert (first.pause_remaining, first.epoch) == (0.0, slot.epoch)
     # Another worker's send leaving now (its slot was late, or early) waits for the spacing,
     # whatever the schedule of slots says; claims are never refused.
     assert two.claim(key, 10.0).wait == pytest.approx(10.0, abs=TOL)
     assert one.claim(key, 10.0).wait == pytest.approx(20.0, abs=TOL)
-    assert one.reserve(key, 10.0).wait == pytest.approx(10.0, abs=TOL)  # slots: their own state
+    state = one.state(key)
+    assert state.tat <= state.now  # slots: their own state
     assert two.claim(key, 10.0).wait == pytest.approx(30.0, abs=TOL)  # claims queue: 40 s
     two.pause(key, 30.0, cause="Retry-After from api.example.com: 30 s")
     paused = one.claim(key, 10.0)
@@ -84,6 +86,31 @@ def test_claims_space_sends_as_they_leave_and_read_the_pause(store: Any, host: s
     # The spacing state is not a gate key of its own.
     listed = list(one.keys())  # a gate's keys(), not a mapping's
     assert key in listed and not any(k.endswith("#sent") for k in listed)
+
+
+def test_slots_are_moved_behind_a_queue_of_claims_once(store: Any, host: str) -> None:
+    """Claims queued behind the slots (late sends' pushes add up, slots at a climb's target)
+    hold every send back while the slots keep their pace: a claim that waits more than 1.5
+    spacings moves the slots' state behind the queue, once for the slots reserved so far."""
+    one, two = store.open(), store.open()
+    key = gate_key(host)
+    assert one.reserve(key, 10.0).wait == pytest.approx(0.0, abs=1e-9)  # the next slot: +10 s
+    assert two.reserve(key, 10.0).wait == pytest.approx(10.0, abs=TOL)  # ... +20 s
+    start = one.state(key).now
+    assert one.claim(key, 10.0).wait == pytest.approx(0.0, abs=TOL)  # the next claim at +10 s
+    one.push(key, 4.0)  # that send left 4 s late: the next claim at +14 s
+    assert two.claim(key, 10.0).wait == pytest.approx(14.0, abs=TOL)  # 1.4 spacings: a push
+    seen = one.store.run([ReadState(key)])[0]
+    assert seen.tat == pytest.approx(start + 20.0, abs=TOL)  # the slots kept
+    # The next claim waits 24 s (more than 1.5 spacings): the slots reserved from now on
+    # come due with their claims (+41.5 s: the queue, less a quarter spacing)...
+    assert one.claim(key, 10.0).wait == pytest.approx(24.0, abs=TOL)
+    assert one.state(key).tat == pytest.approx(start + 41.5, abs=TOL)
+    # ... once: a claim that saw the same queue at once moves nothing, and neither does the
+    # claim of a slot reserved before (it came due before +41.5 s).
+    two._realign(key, 24.0, seen, 1.0, None)
+    assert two.claim(key, 10.0).wait == pytest.approx(34.0, abs=TOL)
+    assert one.reserve(key, 10.0).wait == pytest.approx(41.5, abs=TOL)
 
 
 def test_the_pause_cause_is_shown_while_the_pause_runs(store: Any, host: str) -> None:
