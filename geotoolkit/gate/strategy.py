@@ -101,8 +101,12 @@ MIN_SUSTAINED_SECONDS = 2.0
 BEST_PACE_SHARE = 0.9
 
 #: A claim that waits more than this many of the fleet's spacings moves the slots behind
-#: the claims' queue (see ``FleetGate._realign``): one is a late send's push at most.
-REALIGN_SPACINGS = 1.5
+#: the claims' queue (see ``FleetGate._realign``). A send claimed as its slot comes due
+#: should find its claim due at once; one that waits more was claimed before the send
+#: ahead of it left, and that send's push (if it leaves late) reaches only later claims.
+#: Measured: at 1.5 spacings the queue crept up to it with the pushes between two
+#: realignments, and a send 17 ms late still drew a 429 at the end of a run.
+REALIGN_SPACINGS = 0.5
 #: The shared value (after the adaptive state's name) holding where the slots start after
 #: the last realignment, on the store's clock, and how long it is kept.
 _ALIGNED = ":aligned"
@@ -304,7 +308,7 @@ class FleetGate:
         workers at 10/s, measured), and a late send's push reaches only the claims made after
         the queue's last, not the send right behind it, which a limiter without burst
         refuses. A claim that waits more than ``REALIGN_SPACINGS`` of the fleet's spacing
-        pushes the slots' state back by its wait (less a quarter spacing), so that the slots
+        (half) pushes the slots' state back by its wait (less a quarter spacing), so that the slots
         reserved from now on come due when their claims do; the claims of slots reserved
         before are still queued, so it records where the slots then start (``aligned``, a
         shared value) and claims whose slots came due before that move nothing (while the

@@ -445,12 +445,11 @@ def test_after_a_climb_the_sends_do_not_wait_in_a_queue_of_claims() -> None:
     assert provider.count(200) == 200
     spacing = 0.1 / 0.98
     start = gate.waits[0][0]
-    climbed = [wait for at, wait in gate.waits if at - start >= 2.0]  # over by then
-    queued = [wait for at, wait in gate.waits if at - start < 2.0]
+    queued = [wait for at, wait in gate.waits if at - start < 2.0]  # the climb is over by then
     assert max(queued) > 2 * spacing  # the climb built a queue of claims...
-    # ... which the slots were moved behind: afterwards a claim waits at most a spacing
-    # (the few claims of slots reserved before the move drain first).
-    assert sum(wait > 1.5 * spacing for wait in climbed) <= 8
-    assert sorted(climbed)[len(climbed) // 2] < 0.5 * spacing
+    # ... which the slots were moved behind: once the claims of the slots reserved before
+    # have drained (a fleet cycle or two), each claim waits a quarter spacing.
+    settled = [wait for at, wait in gate.waits if at - start >= 4.0]
+    assert len(settled) > 100 and all(wait <= 0.5 * spacing for wait in settled)
     times = sorted(t for t, _ in provider.log)
     assert all(b - a >= 0.1 - 1e-9 for a, b in itertools.pairwise(times))  # never over the rate

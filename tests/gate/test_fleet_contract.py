@@ -90,20 +90,20 @@ def test_claims_space_sends_as_they_leave_and_read_the_pause(store: Any, host: s
 
 def test_slots_are_moved_behind_a_queue_of_claims_once(store: Any, host: str) -> None:
     """Claims queued behind the slots (late sends' pushes add up, slots at a climb's target)
-    hold every send back while the slots keep their pace: a claim that waits more than 1.5
-    spacings moves the slots' state behind the queue, once for the slots reserved so far."""
+    hold every send back while the slots keep their pace: a claim that waits more than half
+    a spacing moves the slots' state behind the queue, once for the slots reserved so far."""
     one, two = store.open(), store.open()
     key = gate_key(host)
     assert one.reserve(key, 10.0).wait == pytest.approx(0.0, abs=1e-9)  # the next slot: +10 s
     assert two.reserve(key, 10.0).wait == pytest.approx(10.0, abs=TOL)  # ... +20 s
     start = one.state(key).now
-    assert one.claim(key, 10.0).wait == pytest.approx(0.0, abs=TOL)  # the next claim at +10 s
-    one.push(key, 4.0)  # that send left 4 s late: the next claim at +14 s
-    assert two.claim(key, 10.0).wait == pytest.approx(14.0, abs=TOL)  # 1.4 spacings: a push
+    assert one.claim(key, 3.0).wait == pytest.approx(0.0, abs=TOL)  # the next claim at +3 s
+    assert two.claim(key, 10.0).wait == pytest.approx(3.0, abs=TOL)  # under half a spacing
     seen = one.store.run([ReadState(key)])[0]
     assert seen.tat == pytest.approx(start + 20.0, abs=TOL)  # the slots kept
-    # The next claim waits 24 s (more than 1.5 spacings): the slots reserved from now on
-    # come due with their claims (+41.5 s: the queue, less a quarter spacing)...
+    one.push(key, 11.0)  # that send left 11 s late: the next claim at +24 s
+    # The next claim waits 24 s: the slots reserved from now on come due with their
+    # claims (+41.5 s: the queue, less a quarter spacing)...
     assert one.claim(key, 10.0).wait == pytest.approx(24.0, abs=TOL)
     assert one.state(key).tat == pytest.approx(start + 41.5, abs=TOL)
     # ... once: a claim that saw the same queue at once moves nothing, and neither does the
