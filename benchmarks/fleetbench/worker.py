@@ -29,6 +29,7 @@ import httpx  # noqa: E402
 import geotoolkit  # noqa: E402, F401  (what a notebook does first)
 from geotoolkit.engine import Engine  # noqa: E402
 from geotoolkit.gate import open_gate  # noqa: E402
+from geotoolkit.gate.base import pusher  # noqa: E402
 from geotoolkit.policy import RatePolicy  # noqa: E402
 from geotoolkit.progress import Event, FleetSampled, ItemFinished, Throttled  # noqa: E402
 from geotoolkit.providers import Nominatim  # noqa: E402
@@ -64,8 +65,10 @@ class WorkerResult:
     sends: list[float] = field(default_factory=list)
     pauses: list[tuple[float, float]] = field(default_factory=list)  #: published (see CountingGate)
     factors: list[tuple[float, float]] = field(default_factory=list)  #: (time, factor) per reservation
-    #: (asked at, spacing asked, due) per claim (a push asks its few milliseconds), store times
+    #: (asked at, spacing asked, due) per claim, store times
     claims: list[tuple[float, float, float]] = field(default_factory=list)
+    #: (asked at, seconds) per push of the fleet's next claim (a send that left late)
+    pushes: list[tuple[float, float]] = field(default_factory=list)
     throttled: int = 0  #: Throttled events
     allowed: list[float] = field(default_factory=list)
     workers_seen: int = 0
@@ -92,6 +95,7 @@ class CountingGate:
         self.pauses: list[tuple[float, float]] = []
         self.factors: list[tuple[float, float]] = []
         self.claims: list[tuple[float, float, float]] = []
+        self.pushes: list[tuple[float, float]] = []
 
     def reserve(self, *args: Any, **kwargs: Any) -> Any:
         reservation = self.inner.reserve(*args, **kwargs)
@@ -104,6 +108,10 @@ class CountingGate:
         claimed = self.inner.claim(key, interval)
         self.claims.append((before, interval, claimed.now + max(0.0, claimed.wait)))
         return claimed
+
+    def push(self, key: str, seconds: float) -> None:
+        self.pushes.append((time.time(), seconds))
+        pusher(self.inner)(key, seconds)
 
     def pause(self, *args: Any, **kwargs: Any) -> float:
         before = time.time()
@@ -206,6 +214,7 @@ def run(args: WorkerArgs, result: WorkerResult, *, warm: Any = None) -> None:
         result.pauses = list(gate.pauses)
         result.factors = list(gate.factors)
         result.claims = list(gate.claims)
+        result.pushes = list(gate.pushes)
         result.reserved = gate.reserved
         gate.close()
 

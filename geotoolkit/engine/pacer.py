@@ -26,12 +26,14 @@ from geotoolkit.engine.timing import Counts, SlotTiming
 from geotoolkit.errors import GeotoolkitError, QuotaExceededError, RateLimitError
 from geotoolkit.gate.base import (
     HEARTBEAT_SECONDS,
+    MAX_QUEUE_SPACINGS,
     Cap,
     Claim,
     FleetStats,
     Gate,
     GateState,
     Reservation,
+    pusher,
 )
 from geotoolkit.policy import RatePolicy
 from geotoolkit.progress import Event, FleetSampled, Throttled
@@ -338,7 +340,7 @@ class Pacer:
 
     def _claim_wait_limit(self, cost: int = 1) -> float:
         """The longest wait a claim may ask: the slot's horizon, or a hundred spacings."""
-        return max(self.rate.horizon_seconds, 100 * self.spacing(cost))
+        return max(self.rate.horizon_seconds, MAX_QUEUE_SPACINGS * self.spacing(cost))
 
     def _cleared(self, state: GateState, epoch: int) -> float | None:
         """A state check before a send: clear from now, or ``None``."""
@@ -391,10 +393,9 @@ class Pacer:
         """A claimed send left ``seconds`` late: push the fleet's next claim back as much
         (in the background: this send is late enough; errors are only logged). With the
         gate's ``push``, or a claim of ``seconds`` on a gate without one."""
-        claim = self._claim()
-        if claim is None:
+        if self._claim() is None:
             return
-        gate_push: Callable[[str, float], object] = getattr(self.gate, "push", None) or claim
+        gate_push = pusher(self.gate)
 
         async def push() -> None:
             try:

@@ -50,14 +50,16 @@ operations that must run on the store's clock).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.keys import gate_key  # re-exported: the key of a gate state
 
 __all__ = [
     "HEARTBEAT_SECONDS",
+    "MAX_QUEUE_SPACINGS",
     "MAX_TTL_SECONDS",
     "Aimd",
     "Cap",
@@ -75,12 +77,17 @@ __all__ = [
     "gcra_acquire",
     "gcra_pause",
     "is_new_pause",
+    "pusher",
 ]
 
 Period = Literal["day", "month"]
 
 #: A worker that has not reported for this long no longer counts as active.
 HEARTBEAT_SECONDS = 10.0
+#: A claim asking a wait longer than this many of the fleet's spacings is not a queue of
+#: sends (a few per worker at most) but a spacing state that is off (a store whose clock
+#: stepped back): the engine does not wait for it, and the gate moves no slots behind it.
+MAX_QUEUE_SPACINGS = 100
 
 
 @dataclass(frozen=True)
@@ -485,3 +492,16 @@ def gcra_pause(now: float, tat: float, pause_until: float, seconds: float) -> tu
 def is_new_pause(now: float, pause_until: float, new_pause_until: float) -> bool:
     """A pause published while none was running: it starts a new epoch."""
     return new_pause_until > pause_until and now >= pause_until
+
+
+def pusher(gate: Any) -> Callable[[str, float], object]:
+    """How to push ``gate``'s next claim back by some seconds (a send left that late): its
+    ``push``, or, on a gate without one, a claim of those seconds.
+
+    >>> class Claims:
+    ...     def claim(self, key, interval): return f"claimed {interval}"
+    >>> pusher(Claims())("k", 0.003)
+    'claimed 0.003'
+    """
+    push: Callable[[str, float], object] | None = getattr(gate, "push", None)
+    return push if push is not None else gate.claim

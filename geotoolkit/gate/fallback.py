@@ -37,6 +37,7 @@ from geotoolkit.gate.base import (
     Report,
     Reservation,
     Usage,
+    pusher,
 )
 from geotoolkit.gate.memory import MemoryGate
 from geotoolkit.redact import redact
@@ -178,14 +179,8 @@ class FallbackGate:
                            lambda: self._local.claim(key, interval / self.share))
 
     def push(self, key: str, seconds: float) -> None:
-        def inner() -> None:
-            push = getattr(self.inner, "push", None)  # an inner gate may predate push
-            if push is None:
-                self.inner.claim(key, seconds)
-            else:
-                push(key, seconds)
-
-        self._route(inner, lambda: self._local.push(key, seconds / self.share))
+        self._route(lambda: pusher(self.inner)(key, seconds),  # an inner gate may predate push
+                    lambda: self._local.push(key, seconds / self.share))
 
     def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
               report: Report | None = None) -> float:

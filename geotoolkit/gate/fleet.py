@@ -232,7 +232,8 @@ class AimdState:
         ``new_until`` (the end of the pause it publishes) plus ``Aimd.climb_after_seconds``;
         after one that shows the limit is real, they climb in steps toward just under the
         lowest factor refused since then (``ceiling``), ``Aimd.step_share`` of the way each.
-        ``ok`` (the key's ``OK`` counter now) is kept, so the next event counts the successes since this one.
+        ``ok`` (the key's ``OK`` counter now) is kept, so the next event counts the
+        successes since this one.
         ``floor``: the share of the pace the fleet sustained with successes (over the
         recent window, or its best two seconds since the previous event); the limit is
         at least that, so no cut goes below it.

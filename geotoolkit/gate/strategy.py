@@ -41,6 +41,7 @@ from geotoolkit.clock import Clock, SystemClock
 from geotoolkit.errors import GateError
 from geotoolkit.gate.base import (
     HEARTBEAT_SECONDS,
+    MAX_QUEUE_SPACINGS,
     Aimd,
     Cap,
     Claim,
@@ -308,8 +309,9 @@ class FleetGate:
         workers at 10/s, measured), and a late send's push reaches only the claims made after
         the queue's last, not the send right behind it, which a limiter without burst
         refuses. A claim that waits more than ``REALIGN_SPACINGS`` of the fleet's spacing
-        (half) pushes the slots' state back by its wait (less a quarter spacing), so that the slots
-        reserved from now on come due when their claims do; the claims of slots reserved
+        (half; and at most ``MAX_QUEUE_SPACINGS``: longer is not a queue) pushes the slots'
+        state back by its wait (less a quarter spacing), so that the slots reserved from now
+        on come due when their claims do; the claims of slots reserved
         before are still queued, so it records where the slots then start (``aligned``, a
         shared value) and claims whose slots came due before that move nothing (while the
         slots' state is still past it: a pause restarts it earlier, and a value no slot
@@ -322,14 +324,18 @@ class FleetGate:
         spacing = interval / factor
         if interval <= 0 or state.pause_until > state.now or wait <= REALIGN_SPACINGS * spacing:
             return  # the pace is not known here; a pause restarts both at its end; no queue
+        if wait > MAX_QUEUE_SPACINGS * spacing:
+            return  # not a queue: the spacing state is off (the engine does not wait for it)
         if state.now < _number(aligned) - spacing / 2 <= state.tat:
             return  # this send's slot was reserved before the last realignment
         slot_wait = max(0.0, state.tat - state.now)
         shift = wait - spacing / 4
         start = state.now + slot_wait + shift
-        self._run([SetValue(fleet_key(key), self._name(key) + _ALIGNED, repr(start),
-                            ALIGNED_TTL_SECONDS),
-                   Reserve(key, shift, slot_wait + spacing / 2)])
+        # Best effort: the claim stands without it (the next claim that waits realigns).
+        with contextlib.suppress(GateError):
+            self._run([SetValue(fleet_key(key), self._name(key) + _ALIGNED, repr(start),
+                                ALIGNED_TTL_SECONDS),
+                       Reserve(key, shift, slot_wait + spacing / 2)])
 
     # -- caps --------------------------------------------------------------------------------------
 

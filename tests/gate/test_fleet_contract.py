@@ -113,6 +113,19 @@ def test_slots_are_moved_behind_a_queue_of_claims_once(store: Any, host: str) ->
     assert one.reserve(key, 10.0).wait == pytest.approx(41.5, abs=TOL)
 
 
+def test_a_claim_beyond_any_queue_moves_no_slots(store: Any, host: str) -> None:
+    """A claim asking more than a hundred spacings is not a queue of sends (a spacing state
+    that is off: a store whose clock stepped back): the engine does not wait for it, and the
+    slots are not moved behind it (the fleet would be parked for as long)."""
+    gate = store.open()
+    key = gate_key(host)
+    assert gate.reserve(key, 1.0).wait == pytest.approx(0.0, abs=1e-9)  # the next slot: +1 s
+    start = gate.state(key).now
+    gate.push(key, 3600.0)
+    assert gate.claim(key, 1.0).wait == pytest.approx(3600.0, abs=TOL)
+    assert gate.state(key).tat == pytest.approx(start + 1.0, abs=TOL)  # the slots kept
+
+
 def test_the_pause_cause_is_shown_while_the_pause_runs(store: Any, host: str) -> None:
     one, two = store.open(), store.open()
     key = gate_key(host)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from geotoolkit.clock import FakeClock
+from geotoolkit.errors import GateError
 from geotoolkit.gate import Aimd, Cap, Report, gate_key
 from geotoolkit.gate.fleet import (
     AIMD,
@@ -279,3 +280,24 @@ def test_a_429_soon_after_a_cold_cut_does_not_undo_seconds_answered_near_the_pac
     assert back == pytest.approx(0.98)  # climbed back
     gate.pause(KEY, 1.0, rate_limited=True)  # 5 s after the cut: would return to 0.5
     assert gate.stats(KEY).rate_factor == pytest.approx(back * 8 * BEST_PACE_SHARE / (10 * back))
+
+
+def test_a_claim_stands_when_its_realignment_fails() -> None:
+    """Moving the slots behind a queue of claims is a second round trip: if the store fails
+    it, the claim (already spaced on the store) is still answered, and the next claim that
+    waits realigns."""
+    server = ServerLike(FakeClock(start=1000.0))
+    gate = _gate(server)
+    gate.reserve(KEY, 10.0)  # the next slot: +10 s
+    gate.push(KEY, 30.0)  # the next claim: +30 s
+    failed: list[str] = []
+
+    def store_down() -> None:
+        failed.append("realign")
+        raise GateError("the store is down", backend="server-like")
+
+    server.before[server.rounds + 2] = store_down  # the claim's second round trip
+    assert gate.claim(KEY, 10.0).wait == pytest.approx(30.0)
+    assert failed == ["realign"] and gate.state(KEY).tat == pytest.approx(1010.0)
+    assert gate.claim(KEY, 10.0).wait == pytest.approx(40.0)  # and now it moves them
+    assert gate.state(KEY).tat == pytest.approx(1000.0 + 10.0 + 40.0 - 2.5)
