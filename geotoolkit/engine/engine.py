@@ -23,7 +23,7 @@ import httpx
 from geotoolkit.clock import SystemClock
 from geotoolkit.engine import batching, http
 from geotoolkit.engine.circuit import Circuit
-from geotoolkit.engine.pacer import Pacer, Stopped, call_gate
+from geotoolkit.engine.pacer import Departure, Pacer, Stopped, call_gate
 from geotoolkit.engine.settings import EngineSettings
 from geotoolkit.errors import (
     AuthenticationError,
@@ -320,7 +320,7 @@ class Engine:
             epoch = await self._may_send(cost)
             if epoch is None:
                 continue  # the circuit opened meanwhile: wait for it, the rows keep their place
-            self._arm(request, epoch, cost)
+            departure = self._arm(request, epoch, cost)
             attempt, sent = attempt + 1, sent + 1
             try:
                 return await exchange(), sent, None
@@ -329,7 +329,7 @@ class Engine:
                 continue
             except RateLimitError as exc:  # a signal to slow down, never a verdict on the rows
                 attempt, throttles = attempt - 1, throttles + 1
-                await self._throttled(exc, throttles)
+                await self._throttled(exc, throttles, departure.factor)
                 continue
             except ProviderUnavailableError as exc:
                 last = exc
@@ -346,26 +346,29 @@ class Engine:
                 await self.pacer.sleep_until(self.clock.now() + wait)
         return None, sent, last
 
-    async def _throttled(self, exc: RateLimitError, throttles: int) -> None:
+    async def _throttled(self, exc: RateLimitError, throttles: int,
+                         factor: float | None = None) -> None:
         """A 429/503: publish the pause (before sleeping), then sleep it out.
 
         The wait grows with the 429s this row met in a row (``max(jittered backoff,
         Retry-After capped)``), so a server that keeps saying ``1`` still gets an ever
-        longer backoff; the pause on the gate holds the whole fleet meanwhile.
+        longer backoff; the pause on the gate holds the whole fleet meanwhile. ``factor``:
+        the fleet's factor the refused send was spaced at (the gate's evidence).
         """
         self.pacer.counts.throttled += 1
         wait = self.settings.backoff.wait(throttles, exc.retry_after, self.rng)
-        await self.pacer.throttled(exc, wait)
+        await self.pacer.throttled(exc, wait, factor=factor)
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)
 
-    def _arm(self, request: httpx.Request, epoch: int, cost: int = 1) -> None:
+    def _arm(self, request: httpx.Request, epoch: int, cost: int = 1) -> Departure:
         """The request's last steps (``Departure``): as it enters the client, spaced from
         the fleet's previous send as it left and still clear of pauses since its slot's
         check in ``epoch``? As its headers leave, late enough to push the next?"""
         departure = self.pacer.departure(self.clock.now(), epoch, cost)
         request.extensions[http.BEFORE_SEND] = departure.check
         request.extensions["trace"] = departure.trace  # httpcore's: when the bytes leave
+        return departure
 
     async def _may_send(self, cost: int = 1) -> int | None:
         """Wait for the circuit (closed, or this worker's probe) and a slot (``cost`` slots

@@ -84,9 +84,12 @@ class Departure:
         self.pacer, self.checked_at, self.epoch, self.cost = pacer, checked_at, epoch, cost
         self.due: float | None = None
         self.guard = 0.0
+        #: The fleet's factor this send was spaced at (None: not checked yet).
+        self.factor: float | None = None
 
     async def check(self) -> bool:
         self.guard = self.pacer.departure_guard()
+        self.factor = self.pacer.factor
         self.due = await self.pacer.clearance(self.checked_at, self.epoch, self.cost, self.guard)
         return self.due is not None
 
@@ -355,6 +358,11 @@ class Pacer:
             self._strict = self._strict or factor < 1.0 - 1e-9
 
     @property
+    def factor(self) -> float:
+        """The fleet's adaptive factor (discovering: its rate) as the gate said last."""
+        return self._factor
+
+    @property
     def strict(self) -> bool:
         """Whether sends must stay spaced to within the safety margin as they leave (see
         ``late_departure_seconds``)."""
@@ -449,20 +457,26 @@ class Pacer:
 
     # -- pauses --------------------------------------------------------------------------
 
-    async def pause(self, seconds: float, *, cause: str, rate_limited: bool = False) -> None:
-        """Publish a fleet-wide pause on the gate (call it *before* sleeping locally)."""
+    async def pause(self, seconds: float, *, cause: str, rate_limited: bool = False,
+                    factor: float | None = None) -> None:
+        """Publish a fleet-wide pause on the gate (call it *before* sleeping locally);
+        ``factor``: the one the refused send was spaced at, if known."""
         publish = functools.partial(self.gate.pause, self.key, seconds, cause=cause,
-                                    rate_limited=rate_limited, report=self.counts.take())
+                                    rate_limited=rate_limited, report=self.counts.take(),
+                                    factor=factor)
         await call_gate(self.gate.blocking, publish)
 
-    async def throttled(self, exc: RateLimitError, wait: float) -> None:
-        """A 429/503: publish the pause (before sleeping), then tell the listeners."""
+    async def throttled(self, exc: RateLimitError, wait: float,
+                        factor: float | None = None) -> None:
+        """A 429/503: publish the pause (before sleeping), then tell the listeners.
+        ``factor``: the fleet's factor the refused send was spaced at (see ``Gate.pause``)."""
         host = self.host
         if exc.retry_after is not None:
             cause = f"Retry-After from {host}: {wait:.0f} s"
         else:
             cause = f"backoff after HTTP {exc.status_code} from {host}: {wait:.1f} s"
-        await self.pause(wait, cause=cause, rate_limited=exc.status_code == 429)
+        await self.pause(wait, cause=cause, rate_limited=exc.status_code == 429,
+                         factor=factor if exc.status_code == 429 else None)
         self.emit(Throttled(
             wait_seconds=wait, host=host, status_code=exc.status_code,
             cause="retry-after" if exc.retry_after is not None else "backoff",

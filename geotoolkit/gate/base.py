@@ -375,11 +375,14 @@ class Gate(Protocol):
         cause: str = "",
         rate_limited: bool = False,
         report: Report | None = None,
+        factor: float | None = None,
     ) -> float:
         """Publish a fleet-wide pause (never shortening one); return its remaining seconds.
 
         ``cause`` is shown to every worker while the pause lasts. ``rate_limited``
-        (the pause answers a 429) feeds adaptive pacing.
+        (the pause answers a 429) feeds adaptive pacing; ``factor`` is then the adaptive
+        factor the refused send was spaced at, if known (the fleet's may have moved on
+        since its slot was reserved: the refused pace is the one the limit lies under).
         """
         ...
 

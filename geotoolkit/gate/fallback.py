@@ -183,13 +183,14 @@ class FallbackGate:
                     lambda: self._local.push(key, seconds / self.share))
 
     def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
-              report: Report | None = None) -> float:
+              report: Report | None = None, factor: float | None = None) -> float:
         # Always remembered locally too: a pause published just before the store
         # went down still holds this process back while degraded.
+        # (Not the refused factor: the pacer read it from the store, not the local gate.)
         local = self._local.pause(key, seconds, cause=cause, rate_limited=rate_limited)
         return self._route(
             lambda: self.inner.pause(key, seconds, cause=cause, rate_limited=rate_limited,
-                                     report=report),
+                                     report=report, factor=factor),
             lambda: local)
 
     def state(self, key: str) -> GateState:

@@ -221,7 +221,7 @@ class AimdState:
 
     def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
                   sends: float, discovering: bool = False, ok: int | None = None,
-                  floor: float = 0.0) -> AimdState:
+                  floor: float = 0.0, refused: float | None = None) -> AimdState:
         """A 429 at ``now`` while the pause before it ran until ``previous_until``.
 
         During a pause it is part of the burst that published it: nothing changes.
@@ -237,6 +237,10 @@ class AimdState:
         ``floor``: the share of the pace the fleet sustained with successes (over the
         recent window, or its best two seconds since the previous event); the limit is
         at least that, so no cut goes below it.
+        ``refused``: the factor the refused send was spaced at, when the worker knows it
+        (a send's slot is reserved up to one interval per worker ahead, so while the
+        factor climbs the refused pace is lower than the factor now): the event is at that
+        factor (at most the current one), the ceiling too.
 
         >>> a = Aimd()
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
@@ -248,6 +252,8 @@ class AimdState:
         (0.5, 0.5, 0.8)
         >>> round(again.target, 3), again.increased_at  # climb began, then halfway up to 0.8
         (0.642, 18.0)
+        >>> climbed.throttled(16.0, 11.0, 17.0, a, sends=20, refused=0.7).ceiling  # its send's
+        0.7
         >>> near = replace(cut, factor=0.6).throttled(16.0, 11.0, 17.0, a, sends=20)
         >>> near.factor, near.target, near.ceiling   # 0.6 is within 25 %: no steps
         (0.5, 0.5, 0.6)
@@ -264,13 +270,16 @@ class AimdState:
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
             # No second cut so soon, but no climbing during this pause either.
             return replace(state, increased_at=max(self.increased_at or climb, climb))
+        at = self.factor
+        if refused is not None and math.isfinite(refused) and refused > 0:
+            at = min(at, refused)
         multiplier = aimd.cut(sends)
         if discovering and self.throttled_at is None:
             multiplier = min(multiplier, aimd.discover_cut)
-        proposed = self.factor * multiplier
+        proposed = at * multiplier
         climbing = self.target is not None and self.factor < self.target
         settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
-        if self.base is not None and climbing and self.factor > self.base * (1.0 + 1e-9):
+        if self.base is not None and climbing and at > self.base * (1.0 + 1e-9):
             proposed = self.base  # refused on the way up: back where the climb began, which held
         elif self.base is not None and (climbing or settling):
             proposed = min(proposed, self.base)  # refused where it began: as far under as shown
@@ -286,10 +295,10 @@ class AimdState:
         # (Discovering, the growth found it: the cut stands, as it does after a calm.)
         ceiling: float | None = None
         if not discovering:
-            ceiling = self.factor if first or self.ceiling is None else min(self.ceiling, self.factor)
+            ceiling = at if first or self.ceiling is None else min(self.ceiling, at)
         cut = replace(state, factor=factor, decreased_at=now, increased_at=climb, ceiling=ceiling)
         if doubt:
-            target = max(factor, self.factor * (1.0 - aimd.below_ceiling))
+            target = max(factor, at * (1.0 - aimd.below_ceiling))
             return replace(cut, target=target, base=factor)
         # The cut stands, but the limit is somewhere between it and the ceiling: climb
         # there in steps (``_step``), each a share of the way, back here on a 429.

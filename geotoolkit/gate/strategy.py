@@ -388,7 +388,7 @@ class FleetGate:
     # -- pauses ------------------------------------------------------------------------------------
 
     def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
-              report: Report | None = None) -> float:
+              report: Report | None = None, factor: float | None = None) -> float:
         # The same pause on the sends' spacing: a new one restarts it at the pause's end, so
         # claims that waited there and were voided by the pause do not hold the fleet back.
         op, sent = Pause(key, seconds, cause), Pause(sent_key(key), seconds)
@@ -402,7 +402,7 @@ class FleetGate:
                                              ReadState(key),
                                              ReadCounters(key, (*window_names(self._now()), OK))])
         text, aimd = self._learn(key, values)
-        event = self._event(key, aimd, state, seconds, counters)
+        event = self._event(key, aimd, state, seconds, counters, factor)
         swap = [] if event == aimd else [self._swap(key, text, event)]
         results = self._run([*swap, *counted, sent, op])
         paused = results[-1]
@@ -410,13 +410,14 @@ class FleetGate:
             with self._lock:
                 self._known[(key, self._name(key))] = (event.to_text(), event)
         elif swap and paused.started:  # our 429 opened the pause, but the factor moved meanwhile
-            self._throttle_again(key, state, seconds, counters)
+            self._throttle_again(key, state, seconds, counters, factor)
         return paused.remaining
 
     def _event(self, key: str, aimd: AimdState, state: StoreState, seconds: float,
-               counters: Mapping[str, int]) -> AimdState:
+               counters: Mapping[str, int], refused: float | None = None) -> AimdState:
         """The 429 event on ``aimd``: the successes since the fleet resumed are its evidence
-        (counted in the stats window; beyond it, the calm times the pace)."""
+        (counted in the stats window; beyond it, the calm times the pace); ``refused``: the
+        factor the refused send was spaced at, if known."""
         until = max(state.pause_until, state.now + max(seconds, 0.0))
         with self._lock:
             interval, discovering = self._paces.get(key, (0.0, False))
@@ -445,17 +446,18 @@ class FleetGate:
         best = best_pace(state.now, aimd.throttled_at, counters) * BEST_PACE_SHARE
         sustained = max(sustained, best / per_second)
         return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
-                              discovering=discovering, ok=ok, floor=sustained)
+                              discovering=discovering, ok=ok, floor=sustained, refused=refused)
 
     def _throttle_again(self, key: str, state: StoreState, seconds: float,
-                        counters: Mapping[str, int], tries: int = 3) -> None:
+                        counters: Mapping[str, int], refused: float | None = None,
+                        tries: int = 3) -> None:
         """Apply a 429 event on a fresher AIMD state (a success credit raced with it)."""
         for _ in range(tries):
             name = self._name(key)
             text, aimd = self._learn(key, self._run([self._read_state_value(key, name)])[0], name)
             if (aimd.throttled_at or float("-inf")) >= state.now:
                 return  # a later 429 was counted meanwhile: its cut stands for ours
-            event = self._event(key, aimd, state, seconds, counters)
+            event = self._event(key, aimd, state, seconds, counters, refused)
             if event == aimd or self._run([self._swap(key, text, event)])[0]:
                 return
 

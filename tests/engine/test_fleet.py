@@ -453,3 +453,54 @@ def test_after_a_climb_the_sends_do_not_wait_in_a_queue_of_claims() -> None:
     assert len(settled) > 100 and all(wait <= 0.5 * spacing for wait in settled)
     times = sorted(t for t, _ in provider.log)
     assert all(b - a >= 0.1 - 1e-9 for a, b in itertools.pairwise(times))  # never over the rate
+
+
+class Refusals(MemoryGate):
+    """Records every 429's pause: the factor its send was spaced at, the fleet's AIMD state
+    before and after."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.events: list[tuple[float | None, AimdState, AimdState]] = []
+
+    def _aimd(self, key: str) -> AimdState:
+        return AimdState.from_text(self.values(fleet_key(key)).get(AIMD))
+
+    def pause(self, key: str, seconds: float, **kwargs: Any) -> float:
+        before = self._aimd(key)
+        remaining = super().pause(key, seconds, **kwargs)
+        if kwargs.get("rate_limited"):
+            self.events.append((kwargs.get("factor"), before, self._aimd(key)))
+        return remaining
+
+
+def test_a_429_is_charged_to_the_pace_its_send_was_spaced_at() -> None:
+    """While the factor climbs, a send's spacing was set a slot earlier: the 429 it draws
+    says the limit is under *that* pace, not under the factor when the 429 comes back
+    (higher by then). The event's ceiling is the refused send's factor."""
+    clock = FakeClock(start=1_000_000.0)
+    gate = Refusals(clock)
+    provider = LimitedProvider(clock, limit=7)
+
+    async def respond(request: httpx.Request) -> httpx.Response:
+        response = provider(request)
+        await clock.sleep(0.05)  # answered 50 ms later
+        return response
+
+    key = Nominatim("http://sim.test", user_agent="x/1").gate_key
+    climbing = AimdState(0.5, decreased_at=clock.now() - 60, throttled_at=clock.now() - 60,
+                         increased_at=clock.now(), target=0.98, base=0.5, ceiling=1.0)
+    assert gate.set_value(fleet_key(key), AIMD, climbing.to_text(), ttl_seconds=3600.0)
+    runs = [engine(clock, respond, gate) for _ in range(8)]
+
+    async def fleet() -> None:
+        await asyncio.gather(*(run.run(queries(15, f"W{i}")) for i, run in enumerate(runs)))
+
+    asyncio.run(fleet())
+    assert provider.count(200) == 120
+    events = [(refused, before, after) for refused, before, after in gate.events
+              if after.throttled_at != before.throttled_at]  # the 429s that were events
+    assert events
+    refused, before, after = events[0]
+    assert refused is not None and refused < before.factor  # the climb went on meanwhile
+    assert after.ceiling == refused

@@ -24,7 +24,9 @@ from geotoolkit.gate import (
 )
 from geotoolkit.gate.base import Period
 from geotoolkit.gate.fallback import FallbackGate, GateUnavailableWarning
+from geotoolkit.gate.fleet import AIMD, AimdState
 from geotoolkit.gate.redis import RedisGate
+from geotoolkit.gate.strategy import fleet_key
 
 KEY = gate_key("api.example.com", "sk-test")
 
@@ -334,3 +336,13 @@ def test_a_real_redis_outage_degrades_and_recovers(redis_server: Any, clock: Fak
         assert gate.state(KEY).pause_remaining == pytest.approx(24.0, abs=tol)
     finally:
         gate.close()
+
+
+def test_a_429s_refused_factor_reaches_the_inner_gate(clock: FakeClock) -> None:
+    """The factor a refused send was spaced at is the inner gate's evidence (its ceiling)."""
+    inner = MemoryGate(clock=clock)
+    gate = FallbackGate(inner, clock=clock)
+    gate.pause(KEY, 1.0, cause="429", rate_limited=True, factor=0.6)
+    aimd = AimdState.from_text(inner.values(fleet_key(KEY)).get(AIMD))
+    assert aimd.throttled_at is not None and aimd.ceiling == 0.6
+    assert aimd.target == pytest.approx(0.6 * 0.98)  # climbs back to just under the refused pace
