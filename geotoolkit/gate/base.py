@@ -278,7 +278,11 @@ class Aimd:
     hold_seconds: float = 1.0
     step_share: float = 0.5
     step_after_seconds: float = 3.0
-    step_until: float = 0.25
+    #: 30 %, not 25 %: a cut by clear evidence lands near the limit, and the climb that
+    #: refuted a doubt is refused some way above it (at 2x, a cut to 0.5 and a climb refused
+    #: at 0.64): at 25 % the fleet stepped there and drew another 429 (see
+    #: docs/fleet-benchmark.md, "A 429 charged to its send's pace").
+    step_until: float = 0.3
 
     def __post_init__(self) -> None:
         for name in ("decrease", "discover_cut", "min_factor"):

@@ -255,7 +255,7 @@ class AimdState:
         >>> climbed.throttled(16.0, 11.0, 17.0, a, sends=20, refused=0.7).ceiling  # its send's
         0.7
         >>> near = replace(cut, factor=0.6).throttled(16.0, 11.0, 17.0, a, sends=20)
-        >>> near.factor, near.target, near.ceiling   # 0.6 is within 25 %: no steps
+        >>> near.factor, near.target, near.ceiling   # 0.6 is within 30 %: no steps
         (0.5, 0.5, 0.6)
         >>> lone = AimdState(throttled_at=9.0).throttled(60.0, 10.0, 61.0, a, sends=500)
         >>> lone.factor, lone.target
