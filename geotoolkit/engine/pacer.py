@@ -33,6 +33,7 @@ from geotoolkit.gate.base import (
     Gate,
     GateState,
     Reservation,
+    publish_pause,
     pusher,
 )
 from geotoolkit.policy import RatePolicy
@@ -461,7 +462,7 @@ class Pacer:
                     factor: float | None = None) -> None:
         """Publish a fleet-wide pause on the gate (call it *before* sleeping locally);
         ``factor``: the one the refused send was spaced at, if known."""
-        publish = functools.partial(self.gate.pause, self.key, seconds, cause=cause,
+        publish = functools.partial(publish_pause, self.gate, self.key, seconds, cause=cause,
                                     rate_limited=rate_limited, report=self.counts.take(),
                                     factor=factor)
         await call_gate(self.gate.blocking, publish)
@@ -475,8 +476,7 @@ class Pacer:
             cause = f"Retry-After from {host}: {wait:.0f} s"
         else:
             cause = f"backoff after HTTP {exc.status_code} from {host}: {wait:.1f} s"
-        await self.pause(wait, cause=cause, rate_limited=exc.status_code == 429,
-                         factor=factor if exc.status_code == 429 else None)
+        await self.pause(wait, cause=cause, rate_limited=exc.status_code == 429, factor=factor)
         self.emit(Throttled(
             wait_seconds=wait, host=host, status_code=exc.status_code,
             cause="retry-after" if exc.retry_after is not None else "backoff",

@@ -49,6 +49,7 @@ operations that must run on the store's clock).
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ __all__ = [
     "gcra_acquire",
     "gcra_pause",
     "is_new_pause",
+    "publish_pause",
     "pusher",
 ]
 
@@ -512,3 +514,27 @@ def pusher(gate: Any) -> Callable[[str, float], object]:
     """
     push: Callable[[str, float], object] | None = getattr(gate, "push", None)
     return push if push is not None else gate.claim
+
+
+def publish_pause(gate: Any, key: str, seconds: float, *, factor: float | None = None,
+                  **kwargs: Any) -> float:
+    """``gate.pause(key, seconds, **kwargs)``, with the refused send's ``factor`` only on a
+    gate whose ``pause`` takes it: one written before it was added would fail on the
+    keyword, and a 429 must not end the batch.
+
+    >>> class Old:
+    ...     def pause(self, key, seconds, *, cause="", rate_limited=False, report=None):
+    ...         return seconds
+    >>> publish_pause(Old(), "k", 1.5, cause="429", rate_limited=True, factor=0.6)
+    1.5
+    """
+    if factor is not None:
+        try:
+            parameters = inspect.signature(gate.pause).parameters.values()
+        except (TypeError, ValueError):  # no signature to read (a builtin): keep the keyword
+            parameters = None
+        if parameters is None or any(p.name == "factor" or p.kind is p.VAR_KEYWORD
+                                     for p in parameters):
+            kwargs["factor"] = factor
+    result: float = gate.pause(key, seconds, **kwargs)
+    return result

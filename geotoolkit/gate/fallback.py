@@ -37,6 +37,7 @@ from geotoolkit.gate.base import (
     Report,
     Reservation,
     Usage,
+    publish_pause,
     pusher,
 )
 from geotoolkit.gate.memory import MemoryGate
@@ -189,8 +190,8 @@ class FallbackGate:
         # (Not the refused factor: the pacer read it from the store, not the local gate.)
         local = self._local.pause(key, seconds, cause=cause, rate_limited=rate_limited)
         return self._route(
-            lambda: self.inner.pause(key, seconds, cause=cause, rate_limited=rate_limited,
-                                     report=report, factor=factor),
+            lambda: publish_pause(self.inner, key, seconds, cause=cause,  # may predate factor
+                                  rate_limited=rate_limited, report=report, factor=factor),
             lambda: local)
 
     def state(self, key: str) -> GateState:

@@ -411,6 +411,20 @@ def test_with_no_rate_the_fleet_discovers_it_and_the_next_run_starts_there() -> 
     assert (first_run[40] - first_run[0]) > (again[-1] - again[0])  # the first 40 were slower
 
 
+def run_fleet(clock: FakeClock, gate: MemoryGate, transport: Any, state: AimdState, *,
+              rows: int, workers: int = 8) -> None:
+    """``workers`` engine runs of ``rows`` queries each on ``gate``, the fleet's adaptive
+    state set to ``state`` first."""
+    key = Nominatim("http://sim.test", user_agent="x/1").gate_key
+    assert gate.set_value(fleet_key(key), AIMD, state.to_text(), ttl_seconds=3600.0)
+    runs = [engine(clock, transport, gate) for _ in range(workers)]
+
+    async def fleet() -> None:
+        await asyncio.gather(*(run.run(queries(rows, f"W{i}")) for i, run in enumerate(runs)))
+
+    asyncio.run(fleet())
+
+
 class ClaimWaits(MemoryGate):
     """Records the wait of every claim (the queue a send found as it was about to leave)."""
 
@@ -432,16 +446,9 @@ def test_after_a_climb_the_sends_do_not_wait_in_a_queue_of_claims() -> None:
     clock = FakeClock(start=1_000_000.0)
     gate = ClaimWaits(clock)
     provider = LimitedProvider(clock, limit=100)
-    key = Nominatim("http://sim.test", user_agent="x/1").gate_key
     climbing = AimdState(0.5, decreased_at=clock.now(), throttled_at=clock.now(),
                          increased_at=clock.now(), target=0.98, base=0.5)
-    assert gate.set_value(fleet_key(key), AIMD, climbing.to_text(), ttl_seconds=3600.0)
-    runs = [engine(clock, provider, gate) for _ in range(8)]
-
-    async def fleet() -> None:
-        await asyncio.gather(*(run.run(queries(25, f"W{i}")) for i, run in enumerate(runs)))
-
-    asyncio.run(fleet())
+    run_fleet(clock, gate, provider, climbing, rows=25)
     assert provider.count(200) == 200
     spacing = 0.1 / 0.98
     start = gate.waits[0][0]
@@ -487,16 +494,9 @@ def test_a_429_is_charged_to_the_pace_its_send_was_spaced_at() -> None:
         await clock.sleep(0.05)  # answered 50 ms later
         return response
 
-    key = Nominatim("http://sim.test", user_agent="x/1").gate_key
     climbing = AimdState(0.5, decreased_at=clock.now() - 60, throttled_at=clock.now() - 60,
                          increased_at=clock.now(), target=0.98, base=0.5, ceiling=1.0)
-    assert gate.set_value(fleet_key(key), AIMD, climbing.to_text(), ttl_seconds=3600.0)
-    runs = [engine(clock, respond, gate) for _ in range(8)]
-
-    async def fleet() -> None:
-        await asyncio.gather(*(run.run(queries(15, f"W{i}")) for i, run in enumerate(runs)))
-
-    asyncio.run(fleet())
+    run_fleet(clock, gate, respond, climbing, rows=15)
     assert provider.count(200) == 120
     events = [(refused, before, after) for refused, before, after in gate.events
               if after.throttled_at != before.throttled_at]  # the 429s that were events
@@ -504,3 +504,25 @@ def test_a_429_is_charged_to_the_pace_its_send_was_spaced_at() -> None:
     refused, before, after = events[0]
     assert refused is not None and refused < before.factor  # the climb went on meanwhile
     assert after.ceiling == refused
+
+
+class OldPause(MemoryGate):
+    """A gate written before ``pause`` took the refused send's factor."""
+
+    def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
+              report: Any = None) -> float:
+        return super().pause(key, seconds, cause=cause, rate_limited=rate_limited, report=report)
+
+
+def test_a_gate_whose_pause_predates_the_factor_still_pauses_the_fleet() -> None:
+    clock = FakeClock(start=0.0)
+    answers = iter([httpx.Response(429, headers={"Retry-After": "2"})])
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        return next(answers, None) or httpx.Response(200, json=MATCH)
+
+    gate = OldPause(clock=clock)
+    outcomes = asyncio.run(engine(clock, respond, gate).run(queries(5)))
+    assert [o.status for o in outcomes] == ["matched"] * 5
+    key = Nominatim("http://sim.test", user_agent="x/1").gate_key
+    assert AimdState.from_text(gate.values(fleet_key(key)).get(AIMD)).throttled_at == 0.0

@@ -346,3 +346,17 @@ def test_a_429s_refused_factor_reaches_the_inner_gate(clock: FakeClock) -> None:
     aimd = AimdState.from_text(inner.values(fleet_key(KEY)).get(AIMD))
     assert aimd.throttled_at is not None and aimd.ceiling == 0.6
     assert aimd.target == pytest.approx(0.6 * 0.98)  # climbs back to just under the refused pace
+
+
+def test_an_inner_gate_whose_pause_predates_the_factor_is_paused_without_it(
+        clock: FakeClock) -> None:
+    class OldPause(FlakyGate):
+        def pause(self, key: str, seconds: float, *, cause: str = "",  # type: ignore[override]
+                  rate_limited: bool = False, report: Report | None = None) -> float:
+            return super().pause(key, seconds, cause=cause, rate_limited=rate_limited,
+                                 report=report)
+
+    inner = OldPause(clock)
+    gate = FallbackGate(inner, clock=clock)
+    assert gate.pause(KEY, 2.0, cause="429", rate_limited=True, factor=0.6) == 2.0
+    assert inner.calls == 1 and inner.state(KEY).pause_remaining == 2.0
