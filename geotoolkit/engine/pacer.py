@@ -149,6 +149,11 @@ class Pacer:
     #: A send checked longer ago than this before it enters the transport is checked again
     #: (a worker starved of CPU between its check and its send must not send into a pause).
     recheck_after_seconds = 0.01
+    #: ... and so is a claimed send whose wait overran by more than this (a starved process
+    #: woke late): its claim's check is then older than it planned (measured: a cold worker
+    #: claimed with 7 ms to wait, woke 9 ms late and sent 10 ms into a pause another
+    #: worker had published meanwhile).
+    overslept_seconds = 0.005
     #: While the fleet's sends are at least this far apart, a worker holds one reservation
     #: at a time (its concurrent requests take turns for slots; their exchanges overlap).
     #: Reservations are spaced at the pace they were made at, so a queue of them delays a
@@ -300,7 +305,9 @@ class Pacer:
         a new epoch) was published since its slot's check (at ``checked_at``, in
         ``epoch``): then no. ``guard``: more spacing after this send (see
         ``departure_guard``). A claim that waits longer than ``recheck_after_seconds``
-        checks the pause once more, one usual round trip before it is due. Unpaced (or on
+        checks the pause once more, one usual round trip before it is due; one whose wait
+        overran (by ``overslept_seconds``, its check older than ``recheck_after_seconds``)
+        checks it again as it wakes. Unpaced (or on
         a gate without ``claim``), the gate is asked
         again only when the send was held up for longer than ``recheck_after_seconds``
         (a starved process, a busy connection pool).
@@ -335,11 +342,17 @@ class Pacer:
             return None
         if wait <= 0:
             return due
+        checked = self.clock.now()
         if wait > self.recheck_after_seconds:  # a long wait: check the pause again,
             await self.clock.sleep(max(0.0, due - self._timing.lead - self.clock.now()))
             if self._cleared(await self._timed(self.state), epoch) is None:  # a round trip
                 return None  # before it is due, so that the send is not late by it
+            checked = self.clock.now()
         await self.clock.sleep(max(0.0, due - self.clock.now()))
+        now = self.clock.now()
+        if now - due > self.overslept_seconds and now - checked > self.recheck_after_seconds:
+            # Woke late, and the last check is old: a pause may have come meanwhile.
+            return due if self._cleared(await self._timed(self.state), epoch) else None
         return due
 
     def _claim_wait_limit(self, cost: int = 1) -> float:

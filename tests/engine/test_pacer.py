@@ -210,6 +210,34 @@ def test_a_claim_that_wakes_late_counts_its_sleep_as_lateness() -> None:
     assert asyncio.run(run()) == pytest.approx(0.1)
 
 
+def test_a_claim_that_wakes_late_checks_the_pause_again() -> None:
+    """The claim said "leave in 5 ms" (too short to check again before it is due); the
+    process woke 20 ms late, and another worker published a pause 10 ms after the claim:
+    checked again as it wakes, the send is voided and not counted."""
+    clock = FakeClock(start=100.0)
+    first, second = pacers(clock, rate=10.0)
+    real_sleep = clock.sleep
+
+    async def starved(seconds: float) -> None:  # the next sleep wakes 20 ms late
+        clock.sleep = real_sleep  # type: ignore[method-assign]
+        await real_sleep(seconds + 0.02)
+
+    async def run() -> bool | None:
+        assert await second.departure(clock.now(), 0).check()  # the fleet's previous send
+        await real_sleep(0.095)
+        clock.sleep = starved  # type: ignore[method-assign]
+        waiting = asyncio.ensure_future(first.departure(clock.now(), 0).check())
+        await asyncio.sleep(0)  # it claims, and sleeps 5 ms for its spacing
+        assert clock.sleep is real_sleep
+        await real_sleep(0.01)
+        await second.pause(30.0, cause="Retry-After from api.example.com: 30 s",
+                           rate_limited=True)
+        return await waiting
+
+    assert asyncio.run(run()) is False
+    assert first.counts.requests == 0
+
+
 class ClaimLog(MemoryGate):
     def __init__(self, clock: FakeClock) -> None:
         super().__init__(clock=clock)
