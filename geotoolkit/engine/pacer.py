@@ -149,10 +149,12 @@ class Pacer:
     #: A send checked longer ago than this before it enters the transport is checked again
     #: (a worker starved of CPU between its check and its send must not send into a pause).
     recheck_after_seconds = 0.01
-    #: ... and so is a claimed send whose wait overran by more than this (a starved process
-    #: woke late): its claim's check is then older than it planned (measured: a cold worker
-    #: claimed with 7 ms to wait, woke 9 ms late and sent 10 ms into a pause another
-    #: worker had published meanwhile).
+    #: ... and so is a claimed send that goes more than this after it was due (its claim's
+    #: reply, or the wait after it, came late: a starved process, a loop busy with another
+    #: answer): its claim's check is then older than it planned. Measured in the fleet
+    #: benchmark: a cold worker claimed with 7 ms to wait, woke 9 ms late and sent 10 ms into
+    #: a pause another worker had published meanwhile; one whose claim said "now" resumed
+    #: 17 ms later, after its other request's 429 had paused the fleet.
     overslept_seconds = 0.005
     #: While the fleet's sends are at least this far apart, a worker holds one reservation
     #: at a time (its concurrent requests take turns for slots; their exchanges overlap).
@@ -306,8 +308,8 @@ class Pacer:
         ``epoch``): then no. ``guard``: more spacing after this send (see
         ``departure_guard``). A claim that waits longer than ``recheck_after_seconds``
         checks the pause once more, one usual round trip before it is due; one whose wait
-        overran (by ``overslept_seconds``, its check older than ``recheck_after_seconds``)
-        checks it again as it wakes. Unpaced (or on
+        goes late (by ``overslept_seconds``, its check older than ``recheck_after_seconds``:
+        its reply came late, or its wait overran) checks it again. Unpaced (or on
         a gate without ``claim``), the gate is asked
         again only when the send was held up for longer than ``recheck_after_seconds``
         (a starved process, a busy connection pool).
@@ -340,18 +342,18 @@ class Pacer:
         self._learn(claimed.rate_factor)
         if not self._clear(claimed, epoch):
             return None
-        if wait <= 0:
-            return due
-        checked = self.clock.now()
+        checked = self._timing.local(claimed.now)  # when the store read the pause
         if wait > self.recheck_after_seconds:  # a long wait: check the pause again,
             await self.clock.sleep(max(0.0, due - self._timing.lead - self.clock.now()))
             if self._cleared(await self._timed(self.state), epoch) is None:  # a round trip
                 return None  # before it is due, so that the send is not late by it
             checked = self.clock.now()
-        await self.clock.sleep(max(0.0, due - self.clock.now()))
+        if wait > 0:
+            await self.clock.sleep(max(0.0, due - self.clock.now()))
         now = self.clock.now()
         if now - due > self.overslept_seconds and now - checked > self.recheck_after_seconds:
-            # Woke late, and the last check is old: a pause may have come meanwhile.
+            # Late (the claim's reply, or the sleep after it), and the last check is old: a
+            # pause may have come meanwhile.
             return due if self._cleared(await self._timed(self.state), epoch) else None
         return due
 

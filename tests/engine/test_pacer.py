@@ -380,6 +380,41 @@ class SlowReply(MemoryGate):
         return claimed
 
 
+class PausedWhileReplying(SlowReply):
+    """A claim reply that comes back late, after another worker published a pause."""
+
+    def claim(self, key: str, interval: float) -> Any:
+        claimed = super().claim(key, interval)
+        self.pause(key, 30.0, cause="Retry-After from api.example.com: 30 s", rate_limited=True)
+        return claimed
+
+
+class StateLog(SlowReply):
+    """Counts the state checks besides the claims."""
+
+    states = 0
+
+    def state(self, key: str) -> Any:
+        self.states += 1
+        return super().state(key)
+
+
+def test_a_claim_reply_that_comes_back_late_checks_the_pause_again() -> None:
+    """The store said "now", but the reply reached the worker 20 ms later (its loop busy with
+    another answer), after another worker's 429 had paused the fleet: checked again, the
+    send is voided and not counted. A reply on time is not checked twice."""
+    clock = FakeClock(start=100.0)
+    gate = PausedWhileReplying(clock, delay=0.02)
+    pacer = Pacer(gate, KEY, RatePolicy(rate=10.0, safety_margin=0.0), clock=clock)
+    assert asyncio.run(pacer.departure(clock.now(), 0).check()) is False
+    assert pacer.counts.requests == 0
+
+    on_time = StateLog(FakeClock(start=100.0), delay=0.002)
+    pacer = Pacer(on_time, KEY, RatePolicy(rate=10.0, safety_margin=0.0), clock=on_time.fake)
+    assert asyncio.run(pacer.departure(on_time.fake.now(), 0).check()) is True
+    assert on_time.states == 0
+
+
 def test_a_claim_reply_that_comes_back_late_counts_as_lateness() -> None:
     """The store said "now" and the reply reached the worker 30 ms later: the send leaves
     30 ms after it was due, and the fleet's next send is held back as much."""
