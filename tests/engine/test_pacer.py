@@ -222,7 +222,7 @@ def test_a_claim_that_wakes_late_checks_the_pause_again() -> None:
         clock.sleep = real_sleep  # type: ignore[method-assign]
         await real_sleep(seconds + 0.02)
 
-    async def run() -> bool | None:
+    async def run() -> bool:
         assert await second.departure(clock.now(), 0).check()  # the fleet's previous send
         await real_sleep(0.095)
         clock.sleep = starved  # type: ignore[method-assign]
