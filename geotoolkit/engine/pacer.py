@@ -324,9 +324,7 @@ class Pacer:
         """``clearance``, before it is counted."""
         claim = self._claim()
         if claim is None:
-            if self.clock.now() - checked_at <= self.recheck_after_seconds:
-                return self.clock.now()
-            return self._cleared(await self._timed(self.state), epoch)
+            return self.clock.now() if await self._still_clear(checked_at, epoch) else None
         claimed = await self._timed(functools.partial(
             call_gate, self.gate.blocking, claim, self.key, self.spacing(cost) + guard))
         wait = max(0.0, claimed.wait)
@@ -350,12 +348,16 @@ class Pacer:
             checked = self.clock.now()
         if wait > 0:
             await self.clock.sleep(max(0.0, due - self.clock.now()))
-        now = self.clock.now()
-        if now - due > self.overslept_seconds and now - checked > self.recheck_after_seconds:
-            # Late (the claim's reply, or the sleep after it), and the last check is old: a
-            # pause may have come meanwhile.
-            return due if self._cleared(await self._timed(self.state), epoch) else None
+        if self.clock.now() - due > self.overslept_seconds:  # late: the reply, or the sleep
+            return due if await self._still_clear(checked, epoch) else None
         return due
+
+    async def _still_clear(self, checked: float, epoch: int) -> bool:
+        """A send last checked at ``checked`` (this worker's clock) is still clear: at once
+        if that is at most ``recheck_after_seconds`` ago, else asked of the gate again."""
+        if self.clock.now() - checked <= self.recheck_after_seconds:
+            return True
+        return self._cleared(await self._timed(self.state), epoch) is not None
 
     def _claim_wait_limit(self, cost: int = 1) -> float:
         """The longest wait a claim may ask: the slot's horizon, or a hundred spacings."""
