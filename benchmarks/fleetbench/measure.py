@@ -31,7 +31,7 @@ from typing import Any
 from fleetbench.spec import CellSpec, target_of
 from fleetbench.target import Arrival
 
-__all__ = ["Figures", "inside", "jitter", "steady", "summarise", "utilisation"]
+__all__ = ["Figures", "inside", "jitter", "merged", "steady", "summarise", "utilisation"]
 
 #: A 429 this close to a calendar window's edge (either side) is part of a storm there.
 EDGE_SECONDS = 1.0
@@ -66,11 +66,17 @@ class Figures:
     other_sent: int = 0
     other_429: int = 0
     min_allowed: float | None = None
+    #: The fleet's pauses (overlapping windows merged), their seconds inside the steady
+    #: window, and the rate the fleet was allowed at the end (configured x last factor).
+    pauses: int = 0
+    paused_seconds: float = 0.0
+    end_allowed: float | None = None
     workers_seen: int = 0
     span: float = 0.0
     jitter_ms: float | None = None
     load: float = 0.0
     cut: bool = False  #: stopped at the cell's deadline
+    steady_from: float = 0.0  #: the steady window's first success (time.time seconds)
     target: str | None = None
     met: bool | None = None
     misses: list[str] = field(default_factory=list)
@@ -111,6 +117,31 @@ def inside(times: Iterable[float], windows: Sequence[tuple[float, float]]) -> in
     """
     ordered = sorted(windows)
     return sum(1 for t in times if any(start < t < end for start, end in ordered))
+
+
+def merged(windows: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping or touching ``(start, end)`` windows merged, in order (each worker
+    that saw the same 429s records the fleet's pause it published).
+
+    >>> merged([(2.0, 3.0), (0.0, 1.0), (2.5, 3.5), (3.5, 4.0)])
+    [(0.0, 1.0), (2.0, 4.0)]
+    """
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(windows):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def overlap(windows: Iterable[tuple[float, float]], start: float, end: float) -> float:
+    """The seconds of ``windows`` (merged) between ``start`` and ``end``.
+
+    >>> overlap([(0.0, 1.0), (2.0, 4.0)], 0.5, 3.0)
+    1.5
+    """
+    return sum(max(0.0, min(e, end) - max(s, start)) for s, e in merged(windows))
 
 
 def jitter(times: Sequence[float], rate: float) -> float | None:
@@ -168,6 +199,7 @@ def _fleet(figures: Figures, cell: CellSpec, arrivals: Sequence[Arrival], launch
     figures.util = utilisation(settled, cell.share_left)
     if ok:
         figures.span = settled[-1] - settled[0]
+        figures.steady_from = settled[0]
         figures.util_e2e = utilisation([launched, *ok[1:]], cell.share_left)
     others = [a for a in arrivals if a.who == "other"]
     figures.other_sent = len(others)
@@ -186,6 +218,11 @@ def _workers(figures: Figures, workers: Sequence[dict[str, Any]], arrivals: Sequ
     windows = [tuple(p) for w in workers for p in w["pauses"]]
     sends = [t for w in workers for t in w["sends"]]
     figures.in_pause = inside(sends, windows)
+    figures.pauses = len(merged(windows))
+    start = figures.steady_from
+    figures.paused_seconds = overlap(windows, start, start + figures.span)
+    factors = sorted(f for w in workers for f in w["factors"])
+    figures.end_allowed = factors[-1][1] * figures.configured if factors else None
     figures.arrived_in_pause = inside(
         [a.time for a in arrivals if a.who == "fleet"], windows)
     firsts = [(w["sends"][0], w["launched_at"] or launched) for w in workers if w["sends"]]
@@ -217,6 +254,25 @@ def _judge(figures: Figures, cell: CellSpec) -> None:
     if figures.in_pause:
         misses.append("in pause")
     figures.target, figures.met, figures.misses = target.describe(), not misses, misses
+
+
+def why(f: Figures) -> str:
+    """What a cell's utilisation went to, from its figures: the seconds its fleet stood
+    paused in the steady window (each 429 pauses it for the Retry-After), how far its
+    rate was cut, and where it ended, against the rate it may have.
+
+    >>> f = Figures("fixed-1s", "redis", 16, 200, 10.0, 20.0, 0.0, "cold", pauses=3,
+    ...             paused_seconds=2.0, span=20.0, min_allowed=10.0, end_allowed=10.0)
+    >>> why(f)
+    '3 pauses, 2.0 s of 20.0 (10 %); cut to 10.0/s (1.00 of 10.0), ended at 10.0/s (1.00)'
+    """
+    left = f.rate * (1.0 - f.other_share)
+    parts = [f"{f.pauses} pause{'s' if f.pauses != 1 else ''}, {f.paused_seconds:.1f} s of "
+             f"{f.span:.1f} ({100 * f.paused_seconds / f.span if f.span else 0:.0f} %)"]
+    if f.min_allowed is not None and f.end_allowed is not None:
+        parts.append(f"cut to {f.min_allowed:.1f}/s ({f.min_allowed / left:.2f} of {left:.1f}), "
+                     f"ended at {f.end_allowed:.1f}/s ({f.end_allowed / left:.2f})")
+    return "; ".join(parts)
 
 
 def summarise(cell: CellSpec, arrivals: Sequence[Arrival], workers: Sequence[dict[str, Any]],

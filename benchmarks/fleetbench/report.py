@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from fleetbench.measure import Figures
+from fleetbench.measure import Figures, why
 
 __all__ = ["COLUMNS", "line", "markdown", "targets", "text_tables"]
 
@@ -49,7 +49,9 @@ COLUMNS: list[tuple[str, int, Callable[[Figures], str]]] = [
     ("join s", 6, lambda f: _opt(f.join_max, ".2f")),
     ("edge", 4, lambda f: _opt(f.edge_429, "d")),
     ("other 429", 9, _other),
+    ("pauses", 10, lambda f: f"{f.pauses} {f.paused_seconds:.1f}s" if f.k else "-"),
     ("min R", 5, lambda f: _opt(f.min_allowed, ".1f")),
+    ("end R", 5, lambda f: _opt(f.end_allowed, ".1f")),
     ("jit ms", 6, lambda f: _opt(f.jitter_ms, ".1f")),
     ("load", 4, lambda f: f"{f.load:.1f}"),
     ("target", 6, _met),
@@ -92,12 +94,13 @@ def markdown(figures: Sequence[Figures]) -> str:
 
 
 def targets(figures: Sequence[Figures]) -> str:
-    """The cells that have a target (K = 16, cold), met or not."""
+    """The cells that have a target (K = 16, cold), met or not; for each, what its
+    utilisation went to (``measure.why``)."""
     rows = [f for f in figures if f.target is not None]
     if not rows:
         return ""
-    out = ["| gate | limiter | variant | target | util | 429/ok | edge | lost | in pause | |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out = ["| gate | limiter | variant | target | util | 429/ok | edge | lost | in pause | | why |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     out += [f"| {f.gate} | {f.limiter} | {f.variant} | {f.target} | {f.util:.4f} | {f.per_ok:.4f} | "
-            f"{_opt(f.edge_429, 'd')} | {f.lost} | {f.in_pause} | {_met(f)} |" for f in rows]
+            f"{_opt(f.edge_429, 'd')} | {f.lost} | {f.in_pause} | {_met(f)} | {why(f)} |" for f in rows]
     return "\n".join(out)
