@@ -37,6 +37,7 @@ _EXPORTS = {
     "SystemClock": "geotoolkit.clock",
     "Backoff": "geotoolkit.policy",
     "RatePolicy": "geotoolkit.policy",
+    "parse_rate_limit_reset": "geotoolkit.policy",
     "parse_retry_after": "geotoolkit.policy",
     "Failure": "geotoolkit.results",
     "Match": "geotoolkit.results",
@@ -95,6 +96,7 @@ __all__ = [
     "geocode",
     "open_gate",
     "orchestrators",
+    "parse_rate_limit_reset",
     "parse_retry_after",
     "providers",
     "write_results",
@@ -122,7 +124,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from geotoolkit.frontends.fleet_watch import fleet_panel
     from geotoolkit.gate import Cap, Gate, MemoryGate, SQLiteGate, open_gate
     from geotoolkit.orchestration.options import GeocodeOptions
-    from geotoolkit.policy import Backoff, RatePolicy, parse_retry_after
+    from geotoolkit.policy import Backoff, RatePolicy, parse_rate_limit_reset, parse_retry_after
     from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Query
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from geotoolkit.errors import ConfigurationError
 
-__all__ = ["Backoff", "RatePolicy", "parse_retry_after"]
+__all__ = ["Backoff", "RatePolicy", "parse_rate_limit_reset", "parse_retry_after"]
 
 _MAX_SECONDS = 1e9  # about 31.7 years: every answer is clamped to [0, _MAX_SECONDS]
 _DELAY = re.compile(r"[0-9]+", re.ASCII)
@@ -184,6 +185,90 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     if when is None:
         return None
     return min(max(0.0, (when - reference).total_seconds()), _MAX_SECONDS)
+
+
+_NUMBER = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,9})?", re.ASCII)
+#: A reset value at least this large is a Unix time (2001-09-09 on), not delta-seconds.
+_UNIX_TIME_FROM = 1e9
+#: One item of an IETF ``RateLimit`` field: its name, then ``;key=value`` parameters.
+_ITEM_PARAM = re.compile(r";\s*([a-z][a-z0-9_.*-]*)\s*=\s*([^;,\s]+)", re.ASCII | re.IGNORECASE)
+
+
+def _reset_seconds(text: str | None) -> float | None:
+    """Non-negative seconds, or ``None``: ASCII digits with an optional fraction."""
+    if not isinstance(text, str) or not _NUMBER.fullmatch(text.strip(" \t")):
+        return None
+    return float(text.strip(" \t"))
+
+
+def _ietf_reset(value: str) -> float | None:
+    """``RateLimit: "default";r=0;t=30, "daily";r=5;t=3600``: the longest ``t`` among the
+    exhausted quotas (``r=0``; or every item, when none says ``r``)."""
+    exhausted: list[float] = []
+    unsaid: list[float] = []
+    for item in value.split(","):
+        params = {k.lower(): v.strip('"') for k, v in _ITEM_PARAM.findall(item)}
+        reset = _reset_seconds(params.get("t"))
+        if reset is None:
+            continue
+        remaining = _reset_seconds(params.get("r"))
+        if remaining is None:
+            unsaid.append(reset)
+        elif remaining == 0:
+            exhausted.append(reset)
+    found = exhausted or unsaid
+    return max(found) if found else None
+
+
+def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None = None
+                           ) -> float | None:
+    """The seconds until a provider's quota resets, from the rate-limit headers it sends
+    besides (or instead of) ``Retry-After``; ``None`` if none says.
+
+    Read in this order, the first that parses winning:
+
+    - ``RateLimit`` (the IETF draft's structured field, ``"name";r=0;t=30``): the longest
+      ``t`` among the quotas it says are exhausted (``r=0``);
+    - ``RateLimit-Reset`` (the draft's earlier form): delta-seconds;
+    - ``X-RateLimit-Reset`` / ``X-Rate-Limit-Reset`` (GitHub, OpenCage, Mapbox and many
+      others): delta-seconds, or a Unix time when the value is at least ``1e9`` (then
+      measured from ``now``: ideally the response's ``Date``; else the current time).
+
+    Never raises; the answer is in ``[0, 1e9]`` (a reset in the past gives ``0.0``), and
+    callers clamp further, as for ``Retry-After``. ``headers`` is any mapping; names are
+    matched in any case.
+
+    >>> parse_rate_limit_reset({"RateLimit": '"default";r=0;t=30'})
+    30.0
+    >>> parse_rate_limit_reset({"ratelimit": '"min";r=3;t=5, "day";r=0;t=3600'})
+    3600.0
+    >>> ref = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+    >>> parse_rate_limit_reset({"X-RateLimit-Reset": str(int(ref.timestamp()) + 42)}, now=ref)
+    42.0
+    >>> parse_rate_limit_reset({"X-RateLimit-Reset": "7"}), parse_rate_limit_reset({})
+    (7.0, None)
+    >>> parse_rate_limit_reset({"X-RateLimit-Reset": "soon"}) is None
+    True
+    """
+    try:
+        lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    except (AttributeError, TypeError):
+        return None
+    if "ratelimit" in lowered:
+        found = _ietf_reset(lowered["ratelimit"])
+        if found is not None:
+            return min(found, _MAX_SECONDS)
+    for name in ("ratelimit-reset", "x-ratelimit-reset", "x-rate-limit-reset"):
+        seconds = _reset_seconds(lowered.get(name))
+        if seconds is None:
+            continue
+        if seconds >= _UNIX_TIME_FROM:
+            reference = _reference(now)
+            if reference is None:
+                return None
+            seconds = seconds - reference.timestamp()
+        return min(max(0.0, seconds), _MAX_SECONDS)
+    return None
 
 
 @dataclass(frozen=True)

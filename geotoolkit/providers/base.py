@@ -21,7 +21,7 @@ from geotoolkit.errors import (
     QuotaExceededError,
     RateLimitError,
 )
-from geotoolkit.policy import parse_retry_after
+from geotoolkit.policy import parse_rate_limit_reset, parse_retry_after
 from geotoolkit.providers.protocol import BatchPolicy, ForwardProvider, Provider, batch_policy, can_reverse
 from geotoolkit.redact import redact
 from geotoolkit.results import STRUCTURED_FIELDS, Failure, Query, ReverseQuery, reverse_query
@@ -195,7 +195,10 @@ def raise_for_status(response: httpx.Response, provider: str) -> None:
         raise QuotaExceededError(
             f"{provider} quota exhausted (HTTP 402)", provider=provider, status_code=status)
     if status in (429, 503):
-        hint = parse_retry_after(response.headers.get("retry-after"), now=response_date(response))
+        date = response_date(response)
+        hint = parse_retry_after(response.headers.get("retry-after"), now=date)
+        if hint is None:  # no Retry-After: the quota's reset, where the provider says it
+            hint = parse_rate_limit_reset(response.headers, now=date)
         raise RateLimitError(
             f"{provider} is throttling (HTTP {status})",
             retry_after=hint, provider=provider, status_code=status)

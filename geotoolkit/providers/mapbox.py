@@ -8,12 +8,11 @@ from typing import Any
 
 import httpx
 
-from geotoolkit.errors import RateLimitError
 from geotoolkit.providers import _fields as f
 from geotoolkit.providers._batch import Item
 from geotoolkit.providers._common import HTTPProvider
 from geotoolkit.providers._geojson import first_feature, point_of
-from geotoolkit.providers.base import BatchPolicy, decode_json, response_date
+from geotoolkit.providers.base import BatchPolicy, decode_json
 from geotoolkit.providers.precision import MAPBOX_CONFIDENCE, precision_of
 from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query, ReverseQuery
 
@@ -37,7 +36,8 @@ class Mapbox(HTTPProvider):
 
     Structured queries use v6 structured input (``address_number``, ``street``,
     ``place``, ``region``, ``postcode``, ``country``). A 429 without
-    ``Retry-After`` takes its hint from ``X-Rate-Limit-Reset``.
+    ``Retry-After`` takes its hint from ``X-Rate-Limit-Reset`` (as every provider's does,
+    see ``geotoolkit.policy.parse_rate_limit_reset``).
 
     Reverse: ``/search/geocode/v6/reverse?longitude=…&latitude=…`` (named parameters,
     longitude first as everywhere in Mapbox); the features come finest first
@@ -128,12 +128,6 @@ class Mapbox(HTTPProvider):
             return {"longitude": float(lon), "latitude": float(lat), **self._filters()}
         return {"limit": 1, **self._filters(), **_forward(query)}  # as the GET: the query's own country wins
 
-    def _check(self, response: httpx.Response) -> Outcome | None:
-        if response.status_code == 429 and "retry-after" not in response.headers:
-            raise RateLimitError("mapbox is throttling (HTTP 429)", retry_after=_reset_hint(response),
-                                 provider=self.name, status_code=429)
-        return None
-
     def _parse_body(self, body: Any) -> Outcome:
         try:
             feature = first_feature(body)
@@ -198,10 +192,3 @@ def _place(feature: Mapping[str, Any], props: object) -> Place:
         bbox=f.bbox(*box) if isinstance(box, list) and len(box) == 4 else None, **parts)
 
 
-def _reset_hint(response: httpx.Response) -> float | None:
-    """Seconds until ``X-Rate-Limit-Reset`` (a Unix time), measured from the ``Date`` header."""
-    date = response_date(response)
-    reset = f.number(response.headers.get("x-rate-limit-reset", ""))
-    if date is None or reset is None:
-        return None
-    return max(0.0, reset - date.timestamp())

@@ -6,19 +6,20 @@ import argparse
 import time
 from collections.abc import Sequence
 
+from geotoolkit.testing._config import RETRY_AFTER_MODES
 from geotoolkit.testing.faults import FAULTS, parse_fault
 from geotoolkit.testing.limiters import LIMITERS
 from geotoolkit.testing.simulator import FORMATS, ProviderSimulator, RetryAfterMode
 
 
 def _retry_after(value: str) -> RetryAfterMode:
-    if value in ("auto", "http-date", "missing"):
+    if value in RETRY_AFTER_MODES:
         return value  # type: ignore[return-value]
     try:
         seconds = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            "expected 'auto', 'http-date', 'missing' or a whole number of seconds"
+            "expected 'auto', 'http-date', 'missing', 'reset-headers' or a whole number of seconds"
         ) from None
     if seconds < 0:
         raise argparse.ArgumentTypeError("Retry-After seconds must be >= 0")
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--retry-after", type=_retry_after, default="auto",
-        help="auto | http-date | missing | N (fixed seconds)",
+        help="auto | http-date | missing | reset-headers | N (fixed seconds)",
     )
     parser.add_argument("--latency-seconds", type=float, default=0.0)
     parser.add_argument("--error-503-rate", type=float, default=0.0)

@@ -11,10 +11,14 @@ from typing import Literal, get_args
 from geotoolkit.testing.faults import parse_fault
 from geotoolkit.testing.limiters import LIMITERS, LimiterName
 
-__all__ = ["BatchCost", "Config", "OutageMode", "RetryAfterMode", "format_retry_after"]
+__all__ = ["RETRY_AFTER_MODES", "BatchCost", "Config", "OutageMode", "RetryAfterMode",
+           "format_retry_after", "reset_headers"]
 
 #: ``retry_after`` configuration: a mode, or a fixed delta-seconds value.
-RetryAfterMode = Literal["auto", "http-date", "missing"] | int
+RetryAfterMode = Literal["auto", "http-date", "missing", "reset-headers"] | int
+
+#: The named modes of ``retry_after`` (besides a fixed number of seconds).
+RETRY_AFTER_MODES = ("auto", "http-date", "missing", "reset-headers")
 
 #: A whole-server outage: refuse connections, reset them, or accept and never answer.
 OutageMode = Literal["refuse", "reset", "hang"]
@@ -56,10 +60,11 @@ class Config:
         _positive("window_seconds", self.window_seconds)
         ra = self.retry_after
         if isinstance(ra, bool) or not (
-            (isinstance(ra, int) and ra >= 0) or ra in ("auto", "http-date", "missing")
+            (isinstance(ra, int) and ra >= 0) or ra in RETRY_AFTER_MODES
         ):
             raise ValueError(
-                "retry_after must be 'auto', 'http-date', 'missing' or a non-negative int, "
+                "retry_after must be 'auto', 'http-date', 'missing', 'reset-headers' or a "
+                "non-negative int, "
                 f"got {ra!r}"
             )
         if not self.latency_seconds >= 0:
@@ -99,10 +104,29 @@ class Config:
 
 def format_retry_after(mode: RetryAfterMode, now: float, seconds: int) -> str | None:
     """The header for ``mode``: ``seconds`` is what the limiter would say (``auto``)."""
-    if mode == "missing":
+    if mode in ("missing", "reset-headers"):
         return None
     if isinstance(mode, int):
         return str(mode)
     if mode == "auto":
         return str(seconds)
     return formatdate(now + seconds, usegmt=True)
+
+
+def reset_headers(now: float, seconds: int, limit: int | None,
+                  window_seconds: float) -> tuple[tuple[str, str], ...]:
+    """A quota's reset, as providers say it without ``Retry-After`` (``reset-headers``):
+    the IETF draft's ``RateLimit-Policy`` and ``RateLimit`` (``t``: seconds to the reset)
+    and the common ``X-RateLimit-*`` trio (``X-RateLimit-Reset``: a Unix time).
+
+    >>> dict(reset_headers(1000.5, 3, 10, 1.0))["RateLimit"]
+    '"default";r=0;t=3'
+    >>> dict(reset_headers(1000.5, 3, 10, 1.0))["X-RateLimit-Reset"]
+    '1004'
+    """
+    quota = max(1, limit or 1)
+    return (("RateLimit-Policy", f'"default";q={quota};w={max(1, round(window_seconds))}'),
+            ("RateLimit", f'"default";r=0;t={seconds}'),
+            ("X-RateLimit-Limit", str(quota)),
+            ("X-RateLimit-Remaining", "0"),
+            ("X-RateLimit-Reset", str(math.ceil(now) + seconds)))

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 from urllib.parse import parse_qsl, urlsplit
 
-from geotoolkit.testing._config import Config, OutageMode, RetryAfterMode, format_retry_after
+from geotoolkit.testing._config import (
+    Config,
+    OutageMode,
+    RetryAfterMode,
+    format_retry_after,
+    reset_headers,
+)
 from geotoolkit.testing._dialect import BadRequest, Dialect, Endpoint, ErrorKind, Incoming, Lookup
 from geotoolkit.testing._places import Hit
 from geotoolkit.testing._reply import TEXT, Reply, error_reply
@@ -133,7 +139,17 @@ class Decider:
             req.dialect.error(kind, message), format_retry_after(cfg.retry_after, now, wait),
             now=now, seconds=wait, window_seconds=cfg.window_seconds, auto=cfg.retry_after == "auto",
             limit=None if cfg.rate_limit is None else max(1, round(cfg.rate_limit * cfg.window_seconds)))
-        return Decision(reply, kind)
+        return Decision(self._with_reset(cfg, now, reply, wait), kind)
+
+    @staticmethod
+    def _with_reset(cfg: Config, now: float, reply: Reply, seconds: int) -> Reply:
+        """A 429 without ``Retry-After`` in the ``reset-headers`` mode: the quota's reset
+        in the headers that say it instead (``reset_headers``)."""
+        if cfg.retry_after != "reset-headers" or reply.status != 429 or reply.retry_after:
+            return reply
+        limit = None if cfg.rate_limit is None else round(cfg.rate_limit * cfg.window_seconds)
+        return replace(reply, headers=(*reply.headers,
+                                       *reset_headers(now, seconds, limit, cfg.window_seconds)))
 
     def decide(self, cfg: Config, now: float, req: Request, epoch: int) -> Decision:
         """The reply to ``req`` arriving at ``now`` (recorded in the limiter and counters)."""
@@ -207,8 +223,9 @@ class Decider:
             retry_after=self._retry_after(cfg, now, req.key), hang_seconds=cfg.hang_seconds,
             trickle_interval_seconds=cfg.trickle_interval_seconds,
             trickle_chunk_bytes=cfg.trickle_chunk_bytes, huge_body_bytes=cfg.huge_body_bytes,
-            error=lambda status, message, retry_after: replace(
+            error=lambda status, message, retry_after: self._with_reset(cfg, now, replace(
                 dialect.error("status", message, status), retry_after=retry_after),
+                self._seconds(cfg, now, req.key)),
             in_body_error=dialect.in_body_error())
         return Decision(fault_reply(fault, situation), "fault")
 

@@ -94,9 +94,11 @@ class ProviderSimulator(Inspection):
     burst : int or None
         GCRA: requests allowed ahead of the rate (default 0); token bucket: its capacity
         (default: the rate).
-    retry_after : "auto", "http-date", "missing" or int
+    retry_after : "auto", "http-date", "missing", "reset-headers" or int
         The 429/503 ``Retry-After``: what the limiter would say (``auto``), the same as a
-        date, none, or a fixed number of seconds.
+        date, none, or a fixed number of seconds; ``reset-headers``: none, and a 429 says
+        the reset the way many providers do instead (``RateLimit``, ``RateLimit-Policy``,
+        ``X-RateLimit-Limit/-Remaining/-Reset``, the last a Unix time).
     fault : str or None
         A fault for every search without its own token (``"trickle"``, ``"status=502"``).
     trickle_interval_seconds, trickle_chunk_bytes : float, int

@@ -43,7 +43,7 @@ def test_public_api_is_pinned_and_loads_lazily() -> None:
         "ProviderResponseError", "ProviderUnavailableError", "Query", "QueryError",
         "QuotaExceededError", "RateLimitError", "RatePolicy", "SQLiteGate", "SystemClock",
         "__version__", "dask", "errors", "fleet_panel", "geocode", "open_gate", "orchestrators",
-        "parse_retry_after", "providers", "write_results",
+        "parse_rate_limit_reset", "parse_retry_after", "providers", "write_results",
     ])
     for name in geotoolkit.__all__:
         assert getattr(geotoolkit, name) is not None, name

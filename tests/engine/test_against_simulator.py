@@ -80,6 +80,20 @@ def test_429_in_both_header_forms_pauses_the_fleet(sim: ProviderSimulator, clock
     assert_no_send_during_pauses(sim, events)
 
 
+def test_429_saying_its_reset_in_rate_limit_headers_pauses_the_fleet_until_then(
+        sim: ProviderSimulator, clock: FakeClock) -> None:
+    """No Retry-After, the reset in ``RateLimit`` / ``X-RateLimit-Reset`` (as GitHub,
+    OpenCage and the IETF draft say it): honoured as Retry-After is, not a bare backoff."""
+    sim.retry_after = "reset-headers"
+    outcomes, events = run(sim, clock, THROTTLED)
+    assert all(isinstance(o, Match) for o in outcomes)
+    throttles = [e for e in events if isinstance(e, Throttled)]
+    assert sim.count(status=429) == len(throttles) == 2
+    assert all(t.cause == "retry-after" and t.retry_after == 1.0 for t in throttles)
+    assert all(t.wait_seconds >= 1.0 for t in throttles)
+    assert_no_send_during_pauses(sim, events)
+
+
 def test_missing_retry_after_falls_back_to_backoff(sim: ProviderSimulator, clock: FakeClock) -> None:
     sim.retry_after = "missing"
     outcomes, events = run(sim, clock, THROTTLED[:3])

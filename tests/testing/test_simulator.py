@@ -230,6 +230,21 @@ def test_429_retry_after_delta_forms(mode: RetryAfterMode, header: str | None) -
     assert sim.count(status=429) == 2
 
 
+def test_429_reset_headers_say_the_reset_instead_of_retry_after() -> None:
+    clock = FakeClock(1_800_000_000.25)
+    with _limited("reset-headers", clock) as sim, httpx.Client(base_url=sim.url, timeout=5.0) as client:
+        codes = [search(client, VADUZ).status_code for _ in range(3)]
+        response = search(client, VADUZ)
+    assert codes == [200, 200, 429] and response.status_code == 429
+    assert "retry-after" not in response.headers
+    # the window of 10 s opened at the first request: it reopens in 10 s, as "auto" says
+    assert response.headers["ratelimit"] == '"default";r=0;t=10'
+    assert response.headers["ratelimit-policy"] == '"default";q=2;w=10'
+    assert response.headers["x-ratelimit-limit"] == "2"
+    assert response.headers["x-ratelimit-remaining"] == "0"
+    assert response.headers["x-ratelimit-reset"] == str(1_800_000_001 + 10)
+
+
 def test_429_retry_after_http_date() -> None:
     clock = FakeClock()
     with (

@@ -1,0 +1,85 @@
+"""parse_rate_limit_reset: a quota's reset from the headers providers send instead of
+(or besides) Retry-After (pure parsing; the engine's use is tested against the simulator)."""
+
+import math
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from geotoolkit import parse_rate_limit_reset
+
+NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+EPOCH = int(NOW.timestamp())
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"RateLimit": '"default";r=0;t=30'}, 30.0),
+        ({"RateLimit": 'default;r=0;t=30'}, 30.0),  # a token name, unquoted
+        ({"RateLimit": '"default"; r=0; t=30'}, 30.0),  # blanks around parameters
+        ({"RateLimit": '"a";r=4;t=1, "b";r=0;t=60, "c";r=0;t=5'}, 60.0),  # the longest exhausted
+        ({"RateLimit": '"a";t=12'}, 12.0),  # nothing says what remains: its reset
+        ({"RateLimit": '"a";r=4;t=1', "RateLimit-Reset": "9"}, 9.0),  # none exhausted: the next
+        ({"RateLimit-Reset": "17"}, 17.0),
+        ({"X-RateLimit-Reset": "3"}, 3.0),
+        ({"x-ratelimit-reset": str(EPOCH + 42)}, 42.0),  # a Unix time (GitHub, OpenCage)
+        ({"X-Rate-Limit-Reset": str(EPOCH + 7)}, 7.0),  # Mapbox's spelling
+        ({"X-RateLimit-Reset": f"{EPOCH + 2}.5"}, 2.5),
+        ({"X-RateLimit-Reset": str(EPOCH - 100)}, 0.0),  # already past: no wait
+        ({"X-RateLimit-Reset": "0"}, 0.0),
+        ({"X-RateLimit-Reset": "9" * 20}, 1e9),  # far ahead: the documented ceiling
+        ({"RateLimit": '"a";r=0;t=' + "9" * 20}, 1e9),
+    ],
+)
+def test_the_reset_headers_providers_send(headers: dict[str, str], seconds: float) -> None:
+    assert parse_rate_limit_reset(headers, now=NOW) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Retry-After": "5"},  # not this function's header
+        {"X-RateLimit-Reset": "soon"},
+        {"X-RateLimit-Reset": "-5"},
+        {"X-RateLimit-Reset": "1e3"},
+        {"X-RateLimit-Reset": "nan"},
+        {"X-RateLimit-Reset": ""},
+        {"X-RateLimit-Reset": "\u0661\u0662"},  # Arabic-Indic digits are not ASCII digits
+        {"RateLimit": '"a";r=0;t=x'},
+        {"RateLimit": "garbage"},
+        {"RateLimit-Reset": "12 seconds"},
+    ],
+)
+def test_what_does_not_say_a_reset_gives_none(headers: dict[str, str]) -> None:
+    assert parse_rate_limit_reset(headers, now=NOW) is None
+
+
+def test_a_unix_time_is_measured_from_the_responses_date_not_the_local_clock() -> None:
+    long_ago = datetime(2001, 9, 10, tzinfo=UTC)
+    reset = str(int(long_ago.timestamp()) + 30)
+    assert parse_rate_limit_reset({"X-RateLimit-Reset": reset}, now=long_ago) == 30.0
+    assert parse_rate_limit_reset({"X-RateLimit-Reset": reset}) == 0.0  # from now: long past
+
+
+def test_httpx_headers_are_read_in_any_case() -> None:
+    headers = httpx.Headers([("RATELIMIT", '"d";r=0;t=4')])
+    assert parse_rate_limit_reset(headers, now=NOW) == 4.0
+
+
+def test_a_mapping_that_is_not_one_gives_none() -> None:
+    assert parse_rate_limit_reset(None, now=NOW) is None  # type: ignore[arg-type]
+    assert parse_rate_limit_reset("X-RateLimit-Reset: 5", now=NOW) is None  # type: ignore[arg-type]
+
+
+@given(st.dictionaries(
+    st.sampled_from(["RateLimit", "RateLimit-Reset", "X-RateLimit-Reset", "X-Rate-Limit-Reset",
+                     "ratelimit", "Other"]),
+    st.text(alphabet='0123456789.;=,"rt -eE+\tn\u0660', max_size=40), max_size=4))
+def test_never_raises_and_stays_in_bounds(headers: dict[str, str]) -> None:
+    found = parse_rate_limit_reset(headers, now=NOW)
+    assert found is None or (math.isfinite(found) and 0.0 <= found <= 1e9)
