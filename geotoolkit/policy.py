@@ -203,7 +203,7 @@ def _reset_seconds(text: str | None) -> float | None:
 
 def _ietf_reset(value: str) -> float | None:
     """``RateLimit: "default";r=0;t=30, "daily";r=5;t=3600``: the longest ``t`` among the
-    exhausted quotas (``r=0``; or every item, when none says ``r``)."""
+    exhausted quotas (``r=0``); when none is, among the items that do not say ``r``."""
     exhausted: list[float] = []
     unsaid: list[float] = []
     for item in value.split(","):

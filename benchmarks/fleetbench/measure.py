@@ -31,7 +31,8 @@ from typing import Any
 from fleetbench.spec import CellSpec, target_of
 from fleetbench.target import Arrival
 
-__all__ = ["Figures", "inside", "jitter", "merged", "steady", "summarise", "utilisation"]
+__all__ = ["Figures", "inside", "jitter", "merged", "overlap", "steady", "summarise",
+           "utilisation", "why"]
 
 #: A 429 this close to a calendar window's edge (either side) is part of a storm there.
 EDGE_SECONDS = 1.0
