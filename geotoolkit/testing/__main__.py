@@ -19,7 +19,7 @@ def _retry_after(value: str) -> RetryAfterMode:
         seconds = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            "expected 'auto', 'http-date', 'missing', 'reset-headers' or a whole number of seconds"
+            f"expected one of {', '.join(RETRY_AFTER_MODES)} or a whole number of seconds"
         ) from None
     if seconds < 0:
         raise argparse.ArgumentTypeError("Retry-After seconds must be >= 0")
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--retry-after", type=_retry_after, default="auto",
-        help="auto | http-date | missing | reset-headers | N (fixed seconds)",
+        help=" | ".join((*RETRY_AFTER_MODES, "N (fixed seconds)")),
     )
     parser.add_argument("--latency-seconds", type=float, default=0.0)
     parser.add_argument("--error-503-rate", type=float, default=0.0)

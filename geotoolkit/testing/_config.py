@@ -12,13 +12,14 @@ from geotoolkit.testing.faults import parse_fault
 from geotoolkit.testing.limiters import LIMITERS, LimiterName
 
 __all__ = ["RETRY_AFTER_MODES", "BatchCost", "Config", "OutageMode", "RetryAfterMode",
-           "format_retry_after", "reset_headers"]
-
-#: ``retry_after`` configuration: a mode, or a fixed delta-seconds value.
-RetryAfterMode = Literal["auto", "http-date", "missing", "reset-headers"] | int
+           "format_retry_after", "quota_of", "reset_headers"]
 
 #: The named modes of ``retry_after`` (besides a fixed number of seconds).
-RETRY_AFTER_MODES = ("auto", "http-date", "missing", "reset-headers")
+NamedRetryAfter = Literal["auto", "http-date", "missing", "reset-headers"]
+RETRY_AFTER_MODES: tuple[str, ...] = get_args(NamedRetryAfter)
+
+#: ``retry_after`` configuration: a mode, or a fixed delta-seconds value.
+RetryAfterMode = NamedRetryAfter | int
 
 #: A whole-server outage: refuse connections, reset them, or accept and never answer.
 OutageMode = Literal["refuse", "reset", "hang"]
@@ -63,9 +64,7 @@ class Config:
             (isinstance(ra, int) and ra >= 0) or ra in RETRY_AFTER_MODES
         ):
             raise ValueError(
-                "retry_after must be 'auto', 'http-date', 'missing', 'reset-headers' or a "
-                "non-negative int, "
-                f"got {ra!r}"
+                f"retry_after must be one of {RETRY_AFTER_MODES} or a non-negative int, got {ra!r}"
             )
         if not self.latency_seconds >= 0:
             raise ValueError(f"latency_seconds must be >= 0, got {self.latency_seconds!r}")
@@ -111,6 +110,11 @@ def format_retry_after(mode: RetryAfterMode, now: float, seconds: int) -> str | 
     if mode == "auto":
         return str(seconds)
     return formatdate(now + seconds, usegmt=True)
+
+
+def quota_of(cfg: Config) -> int | None:
+    """The requests a limited key may make per window (``None``: not limited)."""
+    return None if cfg.rate_limit is None else max(1, round(cfg.rate_limit * cfg.window_seconds))
 
 
 def reset_headers(now: float, seconds: int, limit: int | None,

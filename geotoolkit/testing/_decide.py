@@ -22,6 +22,7 @@ from geotoolkit.testing._config import (
     OutageMode,
     RetryAfterMode,
     format_retry_after,
+    quota_of,
     reset_headers,
 )
 from geotoolkit.testing._dialect import BadRequest, Dialect, Endpoint, ErrorKind, Incoming, Lookup
@@ -127,9 +128,6 @@ class Decider:
         limiter = self.limiter(cfg)
         return 1 if limiter is None else limiter.check(key, now).retry_after
 
-    def _retry_after(self, cfg: Config, now: float, key: str | None) -> str | None:
-        return format_retry_after(cfg.retry_after, now, self._seconds(cfg, now, key))
-
     def _throttled(self, cfg: Config, now: float, req: Request, kind: ErrorKind, message: str,
                    seconds: int | None = None) -> Decision:
         """A 429 or 503 in the provider's form, with its hints (Retry-After, or Mapbox's)."""
@@ -138,7 +136,7 @@ class Decider:
         reply = req.dialect.throttle(
             req.dialect.error(kind, message), format_retry_after(cfg.retry_after, now, wait),
             now=now, seconds=wait, window_seconds=cfg.window_seconds, auto=cfg.retry_after == "auto",
-            limit=None if cfg.rate_limit is None else max(1, round(cfg.rate_limit * cfg.window_seconds)))
+            limit=quota_of(cfg))
         return Decision(self._with_reset(cfg, now, reply, wait), kind)
 
     @staticmethod
@@ -147,9 +145,8 @@ class Decider:
         in the headers that say it instead (``reset_headers``)."""
         if cfg.retry_after != "reset-headers" or reply.status != 429 or reply.retry_after:
             return reply
-        limit = None if cfg.rate_limit is None else round(cfg.rate_limit * cfg.window_seconds)
-        return replace(reply, headers=(*reply.headers,
-                                       *reset_headers(now, seconds, limit, cfg.window_seconds)))
+        return replace(reply, headers=(*reply.headers, *reset_headers(
+            now, seconds, quota_of(cfg), cfg.window_seconds)))
 
     def decide(self, cfg: Config, now: float, req: Request, epoch: int) -> Decision:
         """The reply to ``req`` arriving at ``now`` (recorded in the limiter and counters)."""
@@ -218,14 +215,15 @@ class Decider:
             limiter.refund(req.key)  # a scripted 429 never counts toward the limit
         if fault in SUCCEEDS:
             self._count_success(req.key, cost)
+        wait = self._seconds(cfg, now, req.key)
         situation = Situation(
             answer=answer, target=req.target, params=req.params,
-            retry_after=self._retry_after(cfg, now, req.key), hang_seconds=cfg.hang_seconds,
+            retry_after=format_retry_after(cfg.retry_after, now, wait),
+            hang_seconds=cfg.hang_seconds,
             trickle_interval_seconds=cfg.trickle_interval_seconds,
             trickle_chunk_bytes=cfg.trickle_chunk_bytes, huge_body_bytes=cfg.huge_body_bytes,
             error=lambda status, message, retry_after: self._with_reset(cfg, now, replace(
-                dialect.error("status", message, status), retry_after=retry_after),
-                self._seconds(cfg, now, req.key)),
+                dialect.error("status", message, status), retry_after=retry_after), wait),
             in_body_error=dialect.in_body_error())
         return Decision(fault_reply(fault, situation), "fault")
 
