@@ -257,7 +257,16 @@ class Aimd:
     probe takes over); a 429 on the way is a new ceiling, and returns the fleet to
     the step it came from (a search, as TCP CUBIC climbs back toward the window where it
     last lost, instead of staying at a cut that thin evidence made deep: measured, a
-    fleet cut to half of what was left stayed there for the rest of its run).
+    fleet cut to half of what was left stayed there for the rest of its run). A climb
+    refused above where it began shows that level *held*; a cut that stands can still
+    land above it (lifted by what the fleet sustained). Refused there, or at any level
+    over the one that held, the fleet goes halfway back to it rather than as deep as the
+    count reads: such a 429 comes soon after the pause, when the successes since are
+    still on their way to the gate, and with another client on the key its sends bunch
+    with the fleet's, so a 429 comes sooner than the overshoot alone would bring it
+    (measured: the third 429 of such a run cut the fleet to 0.6 of the share left, and
+    it climbed back for the rest of the run). A 429 at or under the level that held
+    shows it holds no more: the count decides again.
 
     Above that level, once ``probe_after_seconds`` have passed since the last 429,
     every second of successes raises the factor by ``increase_per_second`` of itself

@@ -116,6 +116,10 @@ class AimdState:
     #: The lowest factor refused by 429 events since the last calm (``probe_after_seconds``
     #: without one): after a cut that stands, the fleet climbs toward it in steps.
     ceiling: float | None = None
+    #: The highest factor shown to hold since the last calm: a climb refused above its
+    #: ``base`` shows the base held. A cut that stands but is lifted above it (by what the
+    #: fleet sustained) is not proven; refused there, the fleet goes halfway back to it.
+    held: float | None = None
 
     @property
     def slot_factor(self) -> float:
@@ -133,7 +137,7 @@ class AimdState:
 
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
-                           self.target, self.ok_at, self.base, self.ceiling])
+                           self.target, self.ok_at, self.base, self.ceiling, self.held])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
@@ -142,13 +146,12 @@ class AimdState:
             target = _instant(rest[0]) if rest else None
             ok_at = rest[1] if len(rest) > 1 and isinstance(rest[1], int) else None
             base = _instant(rest[2]) if len(rest) > 2 else None
-            ceiling = _instant(rest[3]) if len(rest) > 3 else None
-            if ceiling is not None and not (math.isfinite(ceiling) and ceiling > 0):
-                ceiling = None  # not a factor (a value written by hand, a foreign writer)
+            ceiling = _factor(rest[3]) if len(rest) > 3 else None
+            held = _factor(rest[4]) if len(rest) > 4 else None
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
-                       _instant(increased), target, ok_at, base, ceiling)
+                       _instant(increased), target, ok_at, base, ceiling, held)
         except (TypeError, ValueError):
             return cls()
 
@@ -241,6 +244,8 @@ class AimdState:
         (a send's slot is reserved up to one interval per worker ahead, so while the
         factor climbs the refused pace is lower than the factor now): the event is at that
         factor (at most the current one), the ceiling too.
+        Its ``held`` is the level a climb refused above its base showed to hold; refused over it
+        at a level nothing proved, the fleet goes at most halfway back to it.
 
         >>> a = Aimd()
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
@@ -279,10 +284,20 @@ class AimdState:
         proposed = at * multiplier
         climbing = self.target is not None and self.factor < self.target
         settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
-        if self.base is not None and climbing and at > self.base * (1.0 + 1e-9):
+        # Refused at or under the level that held: it holds no more.
+        held = self.held if self.held is not None and at > self.held * (1.0 + 1e-9) else None
+        above = self.base is not None and at > self.base * (1.0 + 1e-9)
+        if self.base is not None and climbing and above:
             proposed = self.base  # refused on the way up: back where the climb began, which held
         elif self.base is not None and (climbing or settling):
             proposed = min(proposed, self.base)  # refused where it began: as far under as shown
+        if self.base is not None and above and (climbing or settling):
+            held = max(held or 0.0, self.base)  # refused above it: the base held
+        elif held is not None:
+            # Refused at a level nothing proved (a cut lifted by what the fleet sustained, or
+            # halfway back) over one that held: halfway back to it, not as deep as a count
+            # still on its way to the gate reads (another client's sends bunch with ours).
+            proposed = max(proposed, (held + at) / 2.0)
         sustained = self.factor * min(floor, 1.0 - aimd.below_ceiling)
         factor = max(aimd.min_factor, proposed, sustained)
         # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after
@@ -296,15 +311,23 @@ class AimdState:
         ceiling: float | None = None
         if not discovering:
             ceiling = at if first or self.ceiling is None else min(self.ceiling, at)
-        cut = replace(state, factor=factor, decreased_at=now, increased_at=climb, ceiling=ceiling)
+        cut = replace(state, factor=factor, decreased_at=now, increased_at=climb, ceiling=ceiling,
+                      held=held)
         if doubt:
             target = max(factor, at * (1.0 - aimd.below_ceiling))
-            return replace(cut, target=target, base=factor)
+            return replace(cut, target=target, base=factor, held=None)
         # The cut stands, but the limit is somewhere between it and the ceiling: climb
         # there in steps (``_step``), each a share of the way, back here on a 429.
         stands = replace(cut, target=factor, base=None)
         step = stands._step(now, factor, aimd)
         return stands if step is None else replace(step, increased_at=climb)
+
+
+def _factor(value: object) -> float | None:
+    """A stored factor, or ``None`` where it is not one (a value written by hand, a foreign
+    writer)."""
+    factor = _instant(value)
+    return factor if factor is not None and math.isfinite(factor) and factor > 0 else None
 
 
 def _instant(value: object) -> float | None:

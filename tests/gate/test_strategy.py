@@ -131,6 +131,35 @@ def test_a_cut_that_stands_climbs_in_steps_toward_the_lowest_factor_refused() ->
     assert discovered.ceiling is None and discovered.target == discovered.factor
 
 
+def test_refused_at_a_lifted_cut_the_fleet_goes_halfway_back_to_the_level_that_held() -> None:
+    """Another client on the key, outside the gate, takes 40 %: the cold burst is cut to
+    half (doubted), the climb back refused at 0.98 returns the fleet to that half, which
+    held, but what the fleet sustained lifts it to 0.63, 5 % over the 0.6 left. Refused
+    there 2 s later with a count still on its way to the gate (three successes read as a
+    cut to half), the fleet goes halfway back to the level that held, not to 0.32."""
+    a = Aimd()
+    cold = AimdState().throttled(1.0, 0.0, 2.0, a, sends=1)
+    assert (cold.factor, cold.held) == (0.5, None)  # one 429: a doubt, nothing proven yet
+    climbed = replace(cold, factor=0.98, increased_at=5.0)  # back at 0.98 by 5 s
+    lifted = climbed.throttled(7.0, 2.0, 8.0, a, sends=2, floor=0.646)
+    assert lifted.factor == pytest.approx(0.98 * 0.646)  # what it sustained, over the 0.5
+    assert (lifted.held, lifted.base, lifted.ceiling) == (0.5, lifted.factor, 0.98)
+    refused = lifted.throttled(9.0, 8.0, 10.0, a, sends=3)
+    assert refused.factor == pytest.approx((0.5 + 0.98 * 0.646) / 2)  # not 0.63 * 2/3
+    assert (refused.held, refused.ceiling) == (0.5, pytest.approx(0.98 * 0.646))
+    assert refused.target == refused.factor  # within step_until of the ceiling: no steps
+    again = refused.throttled(12.0, 10.0, 13.0, a, sends=3)  # refused there too: halfway again
+    assert again.factor == pytest.approx((0.5 + refused.factor) / 2)
+    # Refused at the level that held: it holds no more, and the evidence cuts under it.
+    under = replace(again, factor=0.5, base=0.5).throttled(15.0, 13.0, 16.0, a, sends=3)
+    assert under.held is None and under.factor == pytest.approx(0.5 * 2 / 3)
+    # A calm later the next 429 is a doubt again, with nothing proven.
+    calm = replace(again, target=0.8).throttled(200.0, 13.0, 201.0, a, sends=900)
+    assert calm.held is None and calm.base == calm.factor
+    assert AimdState.from_text(refused.to_text()) == refused
+    assert AimdState.from_text("[0.5, null, null, null, 0.5, null, 0.5, 0.8, -1]").held is None
+
+
 def test_discovery_grows_until_the_first_429_then_settles_under_it() -> None:
     a = Aimd(growth_per_second=0.25, discover_cut=0.8, probe_after_seconds=60.0,
              climb_after_seconds=0.0)
