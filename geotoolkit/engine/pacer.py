@@ -199,6 +199,9 @@ class Pacer:
         self._sampling = False
         self._one_slot: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._pushes: set[asyncio.Task[None]] = set()
+        #: Pauses this worker began to publish, and those whose publishing returned: a
+        #: send whose check started while one was on its way may not have seen it.
+        self._pauses_begun = self._pauses_published = 0
         self._departures: collections.deque[float] = collections.deque(
             maxlen=self.departures_remembered)  # how late this worker's last sends left
         self._next_sample = self._last_beat = -math.inf
@@ -321,7 +324,18 @@ class Pacer:
         return due
 
     async def _due(self, checked_at: float, epoch: int, cost: int, guard: float) -> float | None:
-        """``clearance``, before it is counted."""
+        """``clearance``, before it is counted. Voided too when this worker began to publish
+        a pause (another of its requests was refused) that the send's last check may not
+        have seen: one begun since the check started, or still on its way to the store then
+        (measured: a claim answered "clear" 3 ms before the pause of the worker's own 429
+        landed, and its send left 2 ms after that pause was published)."""
+        published = self._pauses_published
+        due = await self._last_check(checked_at, epoch, cost, guard)
+        return None if self._pauses_begun > published else due
+
+    async def _last_check(self, checked_at: float, epoch: int, cost: int,
+                          guard: float) -> float | None:
+        """``_due``, on what the gate said."""
         claim = self._claim()
         if claim is None:
             return self.clock.now() if await self._still_clear(checked_at, epoch) else None
@@ -482,7 +496,11 @@ class Pacer:
         publish = functools.partial(publish_pause, self.gate, self.key, seconds, cause=cause,
                                     rate_limited=rate_limited, report=self.counts.take(),
                                     factor=factor)
-        await call_gate(self.gate.blocking, publish)
+        self._pauses_begun += 1
+        try:
+            await call_gate(self.gate.blocking, publish)
+        finally:
+            self._pauses_published += 1
 
     async def throttled(self, exc: RateLimitError, wait: float,
                         factor: float | None = None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from typing import Any
 
 import httpx
@@ -236,6 +237,68 @@ def test_a_claim_that_wakes_late_checks_the_pause_again() -> None:
 
     assert asyncio.run(run()) is False
     assert first.counts.requests == 0
+
+
+class StaleClaim(MemoryGate):
+    """A store over a connection (``blocking``: calls run in threads) whose claim reply,
+    read before a pause landed, reaches the worker only after that pause was published."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock=clock)
+        self.blocking = True
+        self.claimed, self.pausing = threading.Event(), threading.Event()
+
+    def claim(self, key: str, interval: float) -> Any:
+        reply = super().claim(key, interval)  # clear: the pause has not landed yet
+        self.claimed.set()
+        assert self.pausing.wait(5.0)
+        return reply
+
+    def pause(self, *args: Any, **kwargs: Any) -> Any:
+        self.pausing.set()
+        assert self.claimed.wait(5.0)  # lands after the claim was read
+        return super().pause(*args, **kwargs)
+
+
+@pytest.mark.parametrize("when", ["during the check", "before the check"])
+def test_a_pause_of_the_workers_own_voids_a_send_whose_check_may_not_have_seen_it(
+        when: str) -> None:
+    """One worker, two requests: the first was refused and its worker publishes the pause
+    while the second's claim is on its way (the store answers "clear": the pause has not
+    landed), or the claim starts while that publishing is still on its way. Either way the
+    send is voided (measured: such a send left 2 ms after its own worker's pause had been
+    published). A pause published and returned before the check starts is seen by it."""
+    clock = FakeClock(start=100.0)
+    gate = StaleClaim(clock)
+    pacer = Pacer(gate, KEY, RatePolicy(rate=10.0, safety_margin=0.0), clock=clock)
+
+    async def run() -> bool:
+        if when == "during the check":
+            waiting = asyncio.ensure_future(pacer.departure(clock.now(), 0).check())
+            await asyncio.to_thread(gate.claimed.wait, 5.0)
+            await pacer.pause(1.0, cause="Retry-After from api.example.com: 1 s",
+                              rate_limited=True)
+            return await waiting
+        pausing = asyncio.ensure_future(pacer.pause(1.0, cause="test", rate_limited=True))
+        await asyncio.sleep(0)  # begun: its call is in a thread, not back yet
+        went = await pacer.departure(clock.now(), 0).check()
+        await pausing
+        return went
+
+    assert asyncio.run(run()) is False
+    assert pacer.counts.requests == 0
+
+
+def test_a_pause_published_before_a_check_does_not_void_the_sends_after_it() -> None:
+    clock = FakeClock(start=100.0)
+    pacer = pacers(clock, rate=10.0, n=1)[0]
+
+    async def run() -> bool:
+        await pacer.pause(1.0, cause="test", rate_limited=True)
+        clock.advance(1.0)
+        return await pacer.departure(clock.now(), 1).check()
+
+    assert asyncio.run(run()) is True
 
 
 class ClaimLog(MemoryGate):
