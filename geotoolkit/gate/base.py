@@ -265,8 +265,10 @@ class Aimd:
     still on their way to the gate, and with another client on the key its sends bunch
     with the fleet's, so a 429 comes sooner than the overshoot alone would bring it
     (measured: the third 429 of such a run cut the fleet to 0.6 of the share left, and
-    it climbed back for the rest of the run). A 429 at or under the level that held
-    shows it holds no more: the count decides again.
+    it climbed back for the rest of the run). Refused over it again, the fleet goes back
+    to it (halves could close in for ever on a level over the limit). A 429 at the level
+    that held (a limiter's very limit refuses its jitter) cuts at most to ``held_cut`` of
+    it, once: it holds no more, and the next 429 is read by the count again.
 
     Above that level, once ``probe_after_seconds`` have passed since the last 429,
     every second of successes raises the factor by ``increase_per_second`` of itself
@@ -294,9 +296,13 @@ class Aimd:
     #: at 0.64): at 25 % the fleet stepped there and drew another 429 (see
     #: docs/fleet-benchmark.md, "A 429 charged to its send's pace").
     step_until: float = 0.3
+    #: Refused at the level that held, a cut to at most this share of it (at a limiter's
+    #: very limit its jitter is refused, and the count soon after a pause reads as a cut
+    #: to half: measured, a fleet configured at 2x cut to a quarter and climbing back).
+    held_cut: float = 0.9
 
     def __post_init__(self) -> None:
-        for name in ("decrease", "discover_cut", "min_factor"):
+        for name in ("decrease", "discover_cut", "min_factor", "held_cut"):
             if not 0 < getattr(self, name) <= 1:
                 raise ConfigurationError(f"Aimd.{name} must be in (0, 1]")
         if not 0 <= self.below_ceiling < 1:

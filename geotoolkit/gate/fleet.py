@@ -120,6 +120,10 @@ class AimdState:
     #: ``base`` shows the base held. A cut that stands but is lifted above it (by what the
     #: fleet sustained) is not proven; refused there, the fleet goes halfway back to it.
     held: float | None = None
+    #: Refused over ``held`` once since it was shown, and sent halfway back to it: refused
+    #: over it again, the fleet goes back to it (the halves could close in on a level over
+    #: the limit for ever).
+    halved: bool = False
 
     @property
     def slot_factor(self) -> float:
@@ -137,7 +141,8 @@ class AimdState:
 
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
-                           self.target, self.ok_at, self.base, self.ceiling, self.held])
+                           self.target, self.ok_at, self.base, self.ceiling, self.held,
+                           self.halved])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
@@ -148,10 +153,11 @@ class AimdState:
             base = _instant(rest[2]) if len(rest) > 2 else None
             ceiling = _factor(rest[3]) if len(rest) > 3 else None
             held = _factor(rest[4]) if len(rest) > 4 else None
+            halved = len(rest) > 5 and rest[5] is True
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
-                       _instant(increased), target, ok_at, base, ceiling, held)
+                       _instant(increased), target, ok_at, base, ceiling, held, halved)
         except (TypeError, ValueError):
             return cls()
 
@@ -244,8 +250,9 @@ class AimdState:
         (a send's slot is reserved up to one interval per worker ahead, so while the
         factor climbs the refused pace is lower than the factor now): the event is at that
         factor (at most the current one), the ceiling too.
-        Its ``held`` is the level a climb refused above its base showed to hold; refused over it
-        at a level nothing proved, the fleet goes at most halfway back to it.
+        Its ``held`` is the level a climb refused above its base showed to hold: refused over
+        it at a level nothing proved, the fleet goes at most halfway back to it, and refused
+        over it again, back to it; refused at it, at most to ``Aimd.held_cut`` of it.
 
         >>> a = Aimd()
         >>> cut = AimdState().throttled(10.0, 0.0, 11.0, a, sends=2)   # refused at once
@@ -286,20 +293,28 @@ class AimdState:
         settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
         # Refused at or under the level that held: it holds no more.
         held = self.held if self.held is not None and at > self.held * (1.0 + 1e-9) else None
+        halved, back = self.halved and held is not None, False
         above = self.base is not None and at > self.base * (1.0 + 1e-9)
         if self.base is not None and climbing and above:
             proposed = self.base  # refused on the way up: back where the climb began, which held
         elif self.base is not None and (climbing or settling):
             proposed = min(proposed, self.base)  # refused where it began: as far under as shown
         if self.base is not None and above and (climbing or settling):
-            held = max(held or 0.0, self.base)  # refused above it: the base held
+            shown = max(held or 0.0, self.base)  # refused above it: the base held
+            held, halved = shown, halved and shown == held
+        elif self.held is not None and held is None:
+            # Refused at the level that held (at a limiter's very limit: its jitter): a
+            # little under it, once; refused there again, the count decides.
+            proposed = max(proposed, at * aimd.held_cut)
+        elif held is not None and not halved:
+            # Refused at a level nothing proved (a cut lifted by what the fleet sustained)
+            # over one that held: halfway back to it, not as deep as a count still on its
+            # way to the gate reads (another client's sends bunch with ours).
+            proposed, halved = max(proposed, (held + at) / 2.0), True
         elif held is not None:
-            # Refused at a level nothing proved (a cut lifted by what the fleet sustained, or
-            # halfway back) over one that held: halfway back to it, not as deep as a count
-            # still on its way to the gate reads (another client's sends bunch with ours).
-            proposed = max(proposed, (held + at) / 2.0)
+            proposed, back = held, True  # refused over it again: back to it
         sustained = self.factor * min(floor, 1.0 - aimd.below_ceiling)
-        factor = max(aimd.min_factor, proposed, sustained)
+        factor = held if back and held is not None else max(aimd.min_factor, proposed, sustained)
         # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after
         # the first in a while the fleet climbs back to just under where it came. Another
         # within ``probe_after_seconds`` (while climbing back, or after) shows the limit
@@ -312,10 +327,10 @@ class AimdState:
         if not discovering:
             ceiling = at if first or self.ceiling is None else min(self.ceiling, at)
         cut = replace(state, factor=factor, decreased_at=now, increased_at=climb, ceiling=ceiling,
-                      held=held)
+                      held=held, halved=halved)
         if doubt:
             target = max(factor, at * (1.0 - aimd.below_ceiling))
-            return replace(cut, target=target, base=factor, held=None)
+            return replace(cut, target=target, base=factor, held=None, halved=False)
         # The cut stands, but the limit is somewhere between it and the ceiling: climb
         # there in steps (``_step``), each a share of the way, back here on a 429.
         stands = replace(cut, target=factor, base=None)

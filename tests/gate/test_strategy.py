@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from geotoolkit.clock import FakeClock
-from geotoolkit.errors import GateError
+from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import Aimd, Cap, Report, gate_key
 from geotoolkit.gate.fleet import (
     AIMD,
@@ -120,12 +120,16 @@ def test_a_cut_that_stands_climbs_in_steps_toward_the_lowest_factor_refused() ->
     refused = replace(reached, factor=0.7).throttled(12.0, 4.0, 13.0, a, sends=30)
     assert (refused.factor, refused.ceiling) == (pytest.approx(0.642), 0.7)
     assert refused.target == refused.factor
-    # Refused again where the climb began, before it climbed: that level is not clean
-    # either, the evidence cuts under it (none here: the deepest cut), and the fleet
-    # steps from there toward just under 0.5.
+    # Refused again where the climb began, before it climbed: the level that held is not
+    # clean either (at a limiter's very limit, its jitter): a little under it, once
+    # (``held_cut``, not the evidence's deepest cut to half), and 0.5 is the ceiling.
     under = stands.throttled(6.0, 4.0, 7.0, a, sends=0)
-    assert (under.factor, under.ceiling) == (0.25, 0.5)
-    assert under.target == pytest.approx(0.25 + (0.49 - 0.25) / 2)
+    assert (under.factor, under.ceiling, under.held) == (0.45, 0.5, None)
+    assert under.target == under.factor  # within step_until of just under 0.5: no steps
+    # Refused there too: the count decides, and the fleet steps back toward just under 0.45.
+    deeper = under.throttled(9.0, 7.0, 10.0, a, sends=0)
+    assert (deeper.factor, deeper.ceiling) == (0.225, 0.45)
+    assert deeper.target == pytest.approx(0.225 + (0.441 - 0.225) / 2)
     # Steps are for a configured rate: discovering, the cut stands.
     discovered = replace(first, throttled_at=None).throttled(2.0, 1.0, 3.0, a, 0, discovering=True)
     assert discovered.ceiling is None and discovered.target == discovered.factor
@@ -136,7 +140,8 @@ def test_refused_at_a_lifted_cut_the_fleet_goes_halfway_back_to_the_level_that_h
     half (doubted), the climb back refused at 0.98 returns the fleet to that half, which
     held, but what the fleet sustained lifts it to 0.63, 5 % over the 0.6 left. Refused
     there 2 s later with a count still on its way to the gate (three successes read as a
-    cut to half), the fleet goes halfway back to the level that held, not to 0.32."""
+    cut to half), the fleet goes halfway back to the level that held, not to 0.32; refused
+    over it again, back to it; refused at it, a little under it."""
     a = Aimd()
     cold = AimdState().throttled(1.0, 0.0, 2.0, a, sends=1)
     assert (cold.factor, cold.held) == (0.5, None)  # one 429: a doubt, nothing proven yet
@@ -148,14 +153,19 @@ def test_refused_at_a_lifted_cut_the_fleet_goes_halfway_back_to_the_level_that_h
     assert refused.factor == pytest.approx((0.5 + 0.98 * 0.646) / 2)  # not 0.63 * 2/3
     assert (refused.held, refused.ceiling) == (0.5, pytest.approx(0.98 * 0.646))
     assert refused.target == refused.factor  # within step_until of the ceiling: no steps
-    again = refused.throttled(12.0, 10.0, 13.0, a, sends=3)  # refused there too: halfway again
-    assert again.factor == pytest.approx((0.5 + refused.factor) / 2)
-    # Refused at the level that held: it holds no more, and the evidence cuts under it.
-    under = replace(again, factor=0.5, base=0.5).throttled(15.0, 13.0, 16.0, a, sends=3)
-    assert under.held is None and under.factor == pytest.approx(0.5 * 2 / 3)
+    assert refused.halved
+    # Refused there too: back to the level that held, whatever the fleet sustained (halves
+    # could close in for ever on a level over the limit: measured, twelve 429s in 28 s).
+    again = refused.throttled(12.0, 10.0, 13.0, a, sends=3, floor=0.98)
+    assert (again.factor, again.held) == (0.5, 0.5)
+    # Refused at the level that held: it holds no more; a little under it, once.
+    under = again.throttled(15.0, 13.0, 16.0, a, sends=3)
+    assert (under.held, under.halved) == (None, False)
+    assert under.factor == pytest.approx(0.5 * a.held_cut)
+    assert under.throttled(18.0, 16.0, 19.0, a, sends=3).factor == pytest.approx(0.45 * 2 / 3)
     # A calm later the next 429 is a doubt again, with nothing proven.
-    calm = replace(again, target=0.8).throttled(200.0, 13.0, 201.0, a, sends=900)
-    assert calm.held is None and calm.base == calm.factor
+    calm = replace(refused, target=0.8).throttled(200.0, 13.0, 201.0, a, sends=900)
+    assert (calm.held, calm.halved) == (None, False) and calm.base == calm.factor
     assert AimdState.from_text(refused.to_text()) == refused
     assert AimdState.from_text("[0.5, null, null, null, 0.5, null, 0.5, 0.8, -1]").held is None
 
@@ -330,3 +340,10 @@ def test_a_claim_stands_when_its_realignment_fails() -> None:
     assert failed == ["realign"] and gate.state(KEY).tat == pytest.approx(1010.0)
     assert gate.claim(KEY, 10.0).wait == pytest.approx(40.0)  # and now it moves them
     assert gate.state(KEY).tat == pytest.approx(1000.0 + 10.0 + 40.0 - 2.5)
+
+
+@pytest.mark.parametrize("bad", [{"held_cut": 0.0}, {"held_cut": 1.5}, {"decrease": 0.0},
+                                 {"step_share": -0.1}, {"hold_seconds": float("nan")}])
+def test_aimd_settings_out_of_range_are_configuration_errors(bad: dict[str, float]) -> None:
+    with pytest.raises(ConfigurationError, match=next(iter(bad))):
+        Aimd(**bad)
