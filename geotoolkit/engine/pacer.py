@@ -330,6 +330,8 @@ class Pacer:
         (measured: a claim answered "clear" 3 ms before the pause of the worker's own 429
         landed, and its send left 2 ms after that pause was published)."""
         published = self._pauses_published
+        if self._pauses_begun > published:
+            return None  # on its way now: no round trip to learn it
         due = await self._last_check(checked_at, epoch, cost, guard)
         return None if self._pauses_begun > published else due
 

@@ -293,28 +293,30 @@ class AimdState:
         settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
         # Refused at or under the level that held: it holds no more.
         held = self.held if self.held is not None and at > self.held * (1.0 + 1e-9) else None
-        halved, back = self.halved and held is not None, False
+        halved = self.halved and held is not None
+        pinned: float | None = None  # a factor that no floor lifts
         above = self.base is not None and at > self.base * (1.0 + 1e-9)
-        if self.base is not None and climbing and above:
-            proposed = self.base  # refused on the way up: back where the climb began, which held
-        elif self.base is not None and (climbing or settling):
-            proposed = min(proposed, self.base)  # refused where it began: as far under as shown
-        if self.base is not None and above and (climbing or settling):
-            shown = max(held or 0.0, self.base)  # refused above it: the base held
-            held, halved = shown, halved and shown == held
-        elif self.held is not None and held is None:
+        proven = above and (climbing or settling)  # refused above where it began: it held
+        if self.base is not None and (climbing or settling):
+            # Refused on the way up: back where the climb began, which held. Refused where it
+            # began (or settling there): as far under as shown.
+            proposed = self.base if climbing and above else min(proposed, self.base)
+            if proven:
+                shown = max(held or 0.0, self.base)
+                held, halved = shown, halved and shown == held
+        if self.held is not None and held is None:
             # Refused at the level that held (at a limiter's very limit: its jitter): a
             # little under it, once; refused there again, the count decides.
             proposed = max(proposed, at * aimd.held_cut)
-        elif held is not None and not halved:
+        elif held is not None and not proven and not halved:
             # Refused at a level nothing proved (a cut lifted by what the fleet sustained)
             # over one that held: halfway back to it, not as deep as a count still on its
             # way to the gate reads (another client's sends bunch with ours).
             proposed, halved = max(proposed, (held + at) / 2.0), True
-        elif held is not None:
-            proposed, back = held, True  # refused over it again: back to it
+        elif held is not None and not proven:
+            pinned = held  # refused over it again: back to it
         sustained = self.factor * min(floor, 1.0 - aimd.below_ceiling)
-        factor = held if back and held is not None else max(aimd.min_factor, proposed, sustained)
+        factor = pinned if pinned is not None else max(aimd.min_factor, proposed, sustained)
         # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after
         # the first in a while the fleet climbs back to just under where it came. Another
         # within ``probe_after_seconds`` (while climbing back, or after) shows the limit
