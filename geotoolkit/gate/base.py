@@ -103,6 +103,9 @@ class GateState:
     epoch: int = 0
     #: The fleet's adaptive factor, read with the state (``None``: the gate keeps none).
     rate_factor: float | None = None
+    #: The seconds late sends have pushed the fleet's claims back in all (see
+    #: ``Gate.claim``); a count that restarts after an hour without a push.
+    pushed: float = 0.0
 
     @property
     def pause_remaining(self) -> float:
@@ -184,6 +187,9 @@ class Claim:
     epoch: int
     #: The fleet's adaptive factor, read in the same round trip (``None``: none kept).
     rate_factor: float | None = None
+    #: ``GateState.pushed`` as the claim was spaced: the pushes since, by sends before
+    #: this one that left late, hold it back as much (``GateState.pushed`` less this).
+    pushed: float = 0.0
 
     @property
     def pause_remaining(self) -> float:
@@ -383,8 +389,11 @@ class Gate(Protocol):
         moment each send leaves, so lateness delays the next send instead.
 
         A gate may also offer ``push(key, seconds)``: a send left ``seconds`` late, space
-        the fleet's next claim that much later (the engine claims ``seconds`` instead on a
-        gate without it).
+        the fleet's next claim that much later, and add them to the count of seconds pushed
+        (``pushed``, read with each claim and state): a send claimed before the push,
+        spaced from the late one's due instant, reads how far the claims after it moved
+        when it checks the pause again before it leaves, and leaves that much later. The
+        engine claims ``seconds`` instead on a gate without ``push``.
         """
         ...
 

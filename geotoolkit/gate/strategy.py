@@ -35,6 +35,7 @@ import contextlib
 import math
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from geotoolkit.clock import Clock, SystemClock
@@ -148,6 +149,15 @@ def sent_key(key: str) -> str:
 
 
 _SENT = "#sent"
+#: The count of microseconds late sends pushed the claims back (on ``sent_key``), and how
+#: long it lives after its last push (longer than any claim waits).
+_PUSHED = "pushed_us"
+PUSHED_TTL_SECONDS = 3600.0
+
+
+def _pushed(counters: Mapping[str, int]) -> float:
+    """The seconds pushed in all, from the counters read."""
+    return counters.get(_PUSHED, 0) / 1e6
 
 
 class FleetGate:
@@ -287,15 +297,22 @@ class FleetGate:
         """Space a send ``interval`` from the fleet's previous one as it leaves (a GCRA
         slot on ``sent_key(key)``, never refused) and read ``key``'s pause: one round trip
         (two when it moves the slots behind a queue of claims, see ``_realign``)."""
-        slot, state, values = self._run([Reserve(sent_key(key), interval, FAR), ReadState(key),
-                                         self._read_state_value(key)])
+        slot, state, values, pushed = self._run([
+            Reserve(sent_key(key), interval, FAR), ReadState(key), self._read_state_value(key),
+            ReadCounters(sent_key(key), (_PUSHED,))])
         factor = self._learn(key, values)[1].factor
         self._realign(key, slot.wait, state, factor, values.get(self._name(key) + _ALIGNED))
-        return Claim(slot.wait, state.now, state.pause_until, state.epoch, factor)
+        return Claim(slot.wait, state.now, state.pause_until, state.epoch, factor,
+                     pushed=_pushed(pushed))
 
     def push(self, key: str, seconds: float) -> None:
-        """A send left ``seconds`` late: space the fleet's next claim that much later."""
-        self._run([Reserve(sent_key(key), seconds, FAR)])
+        """A send left ``seconds`` late: space the fleet's next claim that much later, and
+        count them (``GateState.pushed``: sends claimed before, read it before they leave)."""
+        micros = round(seconds * 1e6) if math.isfinite(seconds) and seconds > 0 else 0
+        ops: list[Op] = [Reserve(sent_key(key), seconds, FAR)]
+        if micros > 0:
+            ops.append(AddCounters.of(sent_key(key), {_PUSHED: micros}, PUSHED_TTL_SECONDS))
+        self._run(ops)
 
     def _realign(self, key: str, wait: float, state: StoreState, factor: float,
                  aligned: str | None) -> None:
@@ -464,8 +481,10 @@ class FleetGate:
     def state(self, key: str) -> GateState:
         """The key's pacing state and the fleet's adaptive factor, in one round trip."""
         current: StoreState
-        current, values = self._run([ReadState(key), self._read_state_value(key)])
-        return current.gate_state(rate_factor=self._learn(key, values)[1].factor)
+        current, values, pushed = self._run([ReadState(key), self._read_state_value(key),
+                                             ReadCounters(sent_key(key), (_PUSHED,))])
+        state = current.gate_state(rate_factor=self._learn(key, values)[1].factor)
+        return replace(state, pushed=_pushed(pushed))
 
     # -- stats and heartbeats ----------------------------------------------------------------------
 

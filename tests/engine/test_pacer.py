@@ -154,23 +154,53 @@ def test_a_send_whose_bytes_leave_late_pushes_the_next_claim_back() -> None:
     assert asyncio.run(run()) == pytest.approx(100.12)  # 100 ms after the bytes left
 
 
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_send_claimed_before_a_late_one_left_is_held_back_as_much(strict: bool) -> None:
+    """The next send was claimed (due 100 ms after the first's due instant) before the first
+    left 20 ms late: the push comes too late for its claim, but when it checks the pause
+    again before it is due it reads how far the push moved the claims, and leaves 100 ms
+    after the late one did (before: at 100.1, 80 ms after it, which a limiter without burst
+    refuses). Due then, it pushes nothing more: the claims after it moved already."""
+    clock = FakeClock(start=100.0)
+    first, second = pacers(clock, rate=10.0, strict=strict)
+
+    async def run() -> tuple[float | None, float, int]:
+        epoch = await first.slot()
+        departure = first.departure(clock.now(), epoch)
+        assert await departure.check()  # due at once
+        behind = second.departure(clock.now(), epoch)
+        leaving = asyncio.ensure_future(behind.check())  # claimed now: due at 100.1
+        await clock.sleep(0.02)  # the first's headers leave 20 ms late
+        await departure.trace("http11.send_request_headers.complete", {})
+        await asyncio.gather(*first._pushes)
+        assert await leaving
+        due, left = behind.due, clock.now()
+        await behind.trace("http11.send_request_headers.complete", {})
+        return due, left, len(second._pushes)
+
+    due, left, pushes = asyncio.run(run())
+    assert left == pytest.approx(100.12)  # one spacing after the late send left
+    assert due == pytest.approx(100.12) and pushes == 0
+
+
 @pytest.mark.parametrize(("throttled", "late", "pushed"), [
-    (False, 0.0019, None), (False, 0.0021, 0.0001),  # no 429 yet: 2 ms let go
+    (False, 0.0019, None), (False, 0.0021, 0.0021),  # no 429 yet: up to 2 ms let go
     (True, 0.0004, None), (True, 0.0006, 0.0006),  # after one: the 0.5 % margin, 0.5 ms
 ])
 def test_how_late_a_send_may_leave_before_it_pushes_the_next(
         throttled: bool, late: float, pushed: float | None) -> None:
     """Each push slows the fleet by its length: while the fleet paces at its configured rate,
-    a send may leave 2 ms later than usual (a limiter with a burst absorbs that), and only
-    the excess is pushed. Once its factor falls under it (a 429: the limiter may be stricter
-    than the sends' jitter), what the safety margin absorbs is let go, and no more."""
+    a send may leave 2 ms later than usual (a limiter with a burst absorbs that); later, all
+    of it is pushed (a limiter without one refuses the next send landing closer). Once its
+    factor falls under it (a 429: the limiter may be stricter than the sends' jitter), what
+    the safety margin absorbs is let go, and no more."""
     clock = FakeClock(start=100.0)
     gate = MemoryGate(clock=clock)
     pacer = Pacer(gate, KEY, RatePolicy(rate=10.0), clock=clock)
     if throttled:
         assert gate.set_value(fleet_key(KEY), AIMD, AimdState(0.98).to_text(), ttl_seconds=60)
     pushes: list[float] = []
-    pacer.push = pushes.append  # type: ignore[method-assign]
+    pacer.push = lambda seconds, cost=1: pushes.append(seconds)  # type: ignore[method-assign]
 
     async def run() -> None:
         assert await pacer.departure(clock.now(), await pacer.slot()).check()  # its first
@@ -512,7 +542,7 @@ def test_what_every_send_pays_is_not_pushed_only_what_one_pays_more() -> None:
     clock = FakeClock(start=100.0)
     (pacer,) = pacers(clock, rate=10.0, n=1)
     pushes: list[float] = []
-    pacer.push = pushes.append  # type: ignore[method-assign]
+    pacer.push = lambda seconds, cost=1: pushes.append(seconds)  # type: ignore[method-assign]
 
     async def send(late: float) -> None:
         departure = pacer.departure(clock.now(), 0)

@@ -88,6 +88,28 @@ def test_claims_space_sends_as_they_leave_and_read_the_pause(store: Any, host: s
     assert key in listed and not any(k.endswith("#sent") for k in listed)
 
 
+def test_late_sends_count_how_far_they_pushed_the_claims(store: Any, host: str) -> None:
+    """Each push adds its seconds to a count read with every claim and state: a send claimed
+    before a push reads, before it leaves, how far the claims after it moved. The count is
+    kept beside the spacing state, not as a gate key of its own."""
+    one, two = store.open(), store.open()
+    key = gate_key(host)
+    assert one.state(key).pushed == 0.0
+    assert one.claim(key, 10.0).wait == pytest.approx(0.0, abs=1e-9)
+    claimed = two.claim(key, 10.0)  # due in 10 s, claimed before the pushes
+    assert claimed.wait == pytest.approx(10.0, abs=TOL) and claimed.pushed == 0.0
+    one.push(key, 0.0034)  # the first send left 3.4 ms late
+    one.push(key, 0.0)  # (nothing to count)
+    assert two.state(key).pushed == pytest.approx(0.0034, abs=1e-6)
+    later = two.claim(key, 10.0)  # claimed after it: spaced by it, and knows it
+    assert later.wait == pytest.approx(20.0034, abs=TOL) and later.pushed == pytest.approx(0.0034)
+    one.push(key, 1.5)
+    assert one.state(key).pushed - claimed.pushed == pytest.approx(1.5034, abs=1e-6)
+    one.reserve(key, 10.0)  # a slot: the key has a pacing state of its own
+    listed = list(one.keys(key))
+    assert key in listed and not any(k.endswith("#sent") for k in listed)
+
+
 def test_slots_are_moved_behind_a_queue_of_claims_once(store: Any, host: str) -> None:
     """Claims queued behind the slots (late sends' pushes add up, slots at a climb's target)
     hold every send back while the slots keep their pace: a claim that waits more than half
