@@ -61,11 +61,14 @@ class SystemClock:
     async def sleep(self, seconds: float) -> None:
         seconds = clamp_wait(seconds)
         end = time.time() + seconds
+        # A wall clock stepped back meanwhile (NTP) must not keep the loop spinning: the
+        # spin ends at the latest one spin past the end on the monotonic clock.
+        latest = time.monotonic() + seconds + self.spin_seconds
         if seconds > self.spin_seconds:
             await asyncio.sleep(seconds - self.spin_seconds)
         while True:
             await asyncio.sleep(0)
-            if time.time() >= end:
+            if time.time() >= end or time.monotonic() >= latest:
                 return
 
     def __repr__(self) -> str:

@@ -70,3 +70,32 @@ def test_other_tasks_run_while_a_sleep_spins() -> None:
 
     start, end = asyncio.run(run())
     assert any(start <= tick <= end for tick in ticks)
+
+
+def test_a_wall_clock_stepped_back_does_not_keep_the_sleep_spinning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall clock steps back an hour during the sleep (NTP): the sleep ends on the
+    monotonic clock, at most one spin past its end, instead of spinning for the hour."""
+    real_time = time.time
+    stepped: list[bool] = []
+
+    def wall() -> float:
+        return real_time() - (3600.0 if stepped else 0.0)
+
+    real_sleep = asyncio.sleep
+
+    async def timer(seconds: float) -> None:
+        await real_sleep(seconds)
+        stepped.append(True)  # the step happens while the timer sleeps
+
+    monkeypatch.setattr(clock_module.time, "time", wall)
+    monkeypatch.setattr(clock_module.asyncio, "sleep", timer)
+    clock = SystemClock()
+
+    async def sleep() -> tuple[float, float]:
+        start = wall()
+        await clock.sleep(0.01)
+        return start, wall()
+
+    start, end = asyncio.run(sleep())
+    assert end < start + 0.01  # over, though the wall clock says an hour is left
