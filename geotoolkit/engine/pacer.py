@@ -103,7 +103,8 @@ class Departure:
         if late > self.pacer.departure_allowance(self.cost):
             # By all of it, at most one spacing: later than that, the next send has claimed
             # already (a suspended laptop must not hold the fleet back for the hours it
-            # slept). The sends claimed before the push learn of it before they leave.
+            # slept). Sends claimed before the push whose claims wait (more than
+            # ``recheck_after_seconds``) read it when they check again before they leave.
             self.pacer.push(min(late, self.pacer.spacing(self.cost)))
 
 

@@ -234,9 +234,9 @@ class StoreState:
     epoch: int = 0
     cause: str = ""
 
-    def gate_state(self, rate_factor: float | None = None) -> GateState:
+    def gate_state(self, rate_factor: float | None = None, pushed: float = 0.0) -> GateState:
         return GateState(now=self.now, tat=self.tat, pause_until=self.pause_until, epoch=self.epoch,
-                         rate_factor=rate_factor)
+                         rate_factor=rate_factor, pushed=pushed)
 
 
 # -- the protocol -------------------------------------------------------------------------------

@@ -35,7 +35,6 @@ import contextlib
 import math
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from geotoolkit.clock import Clock, SystemClock
@@ -483,8 +482,8 @@ class FleetGate:
         current: StoreState
         current, values, pushed = self._run([ReadState(key), self._read_state_value(key),
                                              ReadCounters(sent_key(key), (_PUSHED,))])
-        state = current.gate_state(rate_factor=self._learn(key, values)[1].factor)
-        return replace(state, pushed=_pushed(pushed))
+        return current.gate_state(rate_factor=self._learn(key, values)[1].factor,
+                                  pushed=_pushed(pushed))
 
     # -- stats and heartbeats ----------------------------------------------------------------------
 
