@@ -229,13 +229,14 @@ class Pacer:
         the fleet's next send is ``cost`` intervals later.
 
         After waiting, the reservation stands only if no pause was published meanwhile
-        (a pause cancels every outstanding reservation: same epoch). That check starts
-        one usual gate round trip before the slot, so the send is not late by the round
-        trip; a check back before the slot is repeated at the slot, so a send always
-        follows its check at once and never goes before its slot. A slot fired later
-        than this worker's usual lateness by more than the tolerance would land next to
-        the following slots and break the fleet's spacing (a stalled process, a slow gate
-        call), so it is given up, once per request, and a new one reserved.
+        (a pause cancels every outstanding reservation: same epoch) and the running one
+        (the slot was reserved in it, at its end) is over by the slot (see ``_clear``).
+        That check starts one usual gate round trip before the slot, so the send is not
+        late by the round trip; a check back before the slot is repeated at the slot, so a
+        send always follows its check at once and never goes before its slot. A slot fired
+        later than this worker's usual lateness by more than the tolerance would land next
+        to the following slots and break the fleet's spacing (a stalled process, a slow
+        gate call), so it is given up, once per request, and a new one reserved.
         """
         given_up = False
         while True:
@@ -257,7 +258,7 @@ class Pacer:
                 await self.clock.sleep(deadline - self.clock.now())  # the send follows a check
                 state = await self._timed(self.state)  # at once (a pause may come meanwhile)
             self._learn(state.rate_factor)
-            if state.pause_remaining > 0 or state.epoch != slot.epoch:
+            if not self._clear(state, slot.epoch, self._slot_instant(slot)):
                 continue
             on_time = self._timing.on_time(self.clock.now() - deadline, self._tolerance)
             if given_up or on_time:
@@ -358,14 +359,14 @@ class Pacer:
         # send is late by as much, and the next one is pushed back by it).
         due = self._timing.local(claimed.now + wait)
         self._learn(claimed.rate_factor)
-        if not self._clear(claimed, epoch):
+        if not self._clear(claimed, epoch, claimed.now + wait):
             return None
         checked = self._timing.local(claimed.now)  # when the store read the pause
         shift = 0.0
         if wait > self.recheck_after_seconds:  # a long wait: check the pause again,
             await self.clock.sleep(max(0.0, due - self._timing.lead - self.clock.now()))
             state = await self._timed(self.state)  # a round trip before it is due, so that
-            if self._cleared(state, epoch) is None:  # the send is not late by it
+            if self._cleared(state, epoch, claimed.now + wait) is None:  # it is not late by it
                 return None
             checked = self.clock.now()
             # Sends before this one that left late since its claim: as far behind as the
@@ -390,10 +391,11 @@ class Pacer:
         """The longest wait a claim may ask: the slot's horizon, or a hundred spacings."""
         return max(self.rate.horizon_seconds, MAX_QUEUE_SPACINGS * self.spacing(cost))
 
-    def _cleared(self, state: GateState, epoch: int) -> float | None:
-        """A state check before a send: clear from now, or ``None``."""
+    def _cleared(self, state: GateState, epoch: int, at: float | None = None) -> float | None:
+        """A state check before a send (due ``at``, see ``_clear``): clear from now, or
+        ``None``."""
         self._learn(state.rate_factor)
-        return self.clock.now() if self._clear(state, epoch) else None
+        return self.clock.now() if self._clear(state, epoch, at) else None
 
     def _learn(self, factor: float | None) -> None:
         """The fleet's factor as the gate said last (with a check or a claim): the next
@@ -461,9 +463,20 @@ class Pacer:
         task.add_done_callback(self._pushes.discard)
 
     @staticmethod
-    def _clear(state: GateState | Claim, epoch: int) -> bool:
-        """No pause runs, and none was published since ``epoch``."""
-        return state.pause_remaining <= 0 and state.epoch == epoch
+    def _clear(state: GateState | Claim, epoch: int, at: float | None = None) -> bool:
+        """No pause runs, and none was published since ``epoch``. ``at``: the instant the
+        send is due (the store's clock), when it is later than the check: a pause that has
+        ended by then does not void it (a check a round trip before a slot reserved at the
+        very end of the pause it was reserved in still sees that pause)."""
+        instant = state.now if at is None else max(state.now, at)
+        return state.pause_until <= instant and state.epoch == epoch
+
+    def _slot_instant(self, slot: Reservation) -> float | None:
+        """The instant a slot is due on the store's clock, when its send will be claimed
+        (the claim holds it there until a pause on the sends' spacing ends, or voids it);
+        ``None`` without a claim: the slot's check is the send's last word, so no pause may
+        run at it."""
+        return slot.now + max(0.0, slot.wait) if self._claim() is not None else None
 
     async def _timed(self, call: Callable[[], Awaitable[R]]) -> R:
         """A gate call whose reply (``.now``: the store's clock) also times the next sends."""

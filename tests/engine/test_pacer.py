@@ -574,3 +574,87 @@ def test_a_claim_asking_an_hour_goes_on_its_slot_instead(caplog: pytest.LogCaptu
     with caplog.at_level("WARNING", logger="geotoolkit.engine"):
         assert asyncio.run(run()) == 0.0
     assert "stepped back" in caplog.text
+
+
+class RoundTrip(MemoryGate):
+    """Every call takes ``rtt`` on the fake clock, the store reading halfway (a store
+    across a network: what it says of a pause is a round trip old when the worker acts)."""
+
+    def __init__(self, clock: FakeClock, rtt: float) -> None:
+        super().__init__(clock=clock)
+        self.fake, self.half = clock, rtt / 2
+        self.sends_at: list[float] = []
+
+    def _trip(self, call: Any) -> Any:
+        self.fake.advance(self.half)
+        reply = call()
+        self.fake.advance(self.half)
+        return reply
+
+    def reserve(self, *args: Any, **kwargs: Any) -> Any:
+        return self._trip(lambda: super(RoundTrip, self).reserve(*args, **kwargs))
+
+    def state(self, key: str) -> Any:
+        return self._trip(lambda: super(RoundTrip, self).state(key))
+
+    def claim(self, key: str, interval: float) -> Any:
+        return self._trip(lambda: super(RoundTrip, self).claim(key, interval))
+
+
+@pytest.mark.parametrize("rtt", [0.002, 0.008])
+def test_a_slot_at_the_end_of_a_pause_is_used_though_checked_before_it_ends(rtt: float) -> None:
+    """A worker reserves during a pause: its slot is the pause's very end. Its check comes a
+    round trip before the slot, so the store still reads the pause: the slot stands (the
+    claim holds the send until the pause is over), instead of going to the end of the
+    queue, one spacing of the fleet lost per pause (measured: the fleet's first send after
+    a pause went 105-117 ms after its end, at 10/s). Nothing leaves inside the pause."""
+    clock = FakeClock(start=100.0)
+    gate = RoundTrip(clock, rtt)
+    policy = RatePolicy(rate=10.0, safety_margin=0.0)
+    thrower, waiting = (Pacer(gate, KEY, policy, clock=clock) for _ in range(2))
+
+    async def run() -> tuple[float, float]:
+        for _ in range(3):  # the worker learns its round trip (its lead)
+            assert await waiting.departure(clock.now(), await waiting.slot()).check()
+            await clock.sleep(0.2)
+        await thrower.pause(1.0, cause="Retry-After from api.example.com: 1 s", rate_limited=True)
+        until = MemoryGate.state(gate, KEY).pause_until
+        while True:
+            epoch = await waiting.slot()
+            if await waiting.departure(clock.now(), epoch).check():
+                return until, clock.now()
+
+    until, sent = asyncio.run(run())
+    assert until <= sent < until + 3 * rtt  # at the pause's end (a claim), not 0.1 later
+
+
+class LongerOnCheck(RoundTrip):
+    """The running pause is made longer (another 429, a longer Retry-After) just before the
+    first check of a slot."""
+
+    reservations = 0
+    longer = False
+
+    def reserve(self, *args: Any, **kwargs: Any) -> Any:
+        self.reservations += 1
+        return super().reserve(*args, **kwargs)
+
+    def state(self, key: str) -> Any:
+        if not self.longer:
+            self.longer = True
+            MemoryGate.pause(self, key, 2.0, cause="test", rate_limited=True)
+        return super().state(key)
+
+
+def test_a_slot_at_the_end_of_a_pause_made_longer_meanwhile_is_voided() -> None:
+    clock = FakeClock(start=100.0)
+    gate = LongerOnCheck(clock, 0.004)
+    pacer = Pacer(gate, KEY, RatePolicy(rate=10.0, safety_margin=0.0), clock=clock)
+
+    async def run() -> None:
+        await pacer.pause(1.0, cause="test", rate_limited=True)
+        await pacer.slot()
+
+    asyncio.run(run())
+    assert gate.longer and gate.reservations == 2  # the first slot was voided
+    assert clock.now() >= MemoryGate.state(gate, KEY).pause_until
