@@ -257,8 +257,7 @@ class Pacer:
             if self.clock.now() < deadline:  # back before the slot: check again at it, so
                 await self.clock.sleep(deadline - self.clock.now())  # the send follows a check
                 state = await self._timed(self.state)  # at once (a pause may come meanwhile)
-            self._learn(state.rate_factor)
-            if not self._clear(state, slot.epoch, self._slot_instant(slot)):
+            if self._cleared(state, slot.epoch, self._slot_instant(slot)) is None:
                 continue
             on_time = self._timing.on_time(self.clock.now() - deadline, self._tolerance)
             if given_up or on_time:
@@ -357,16 +356,17 @@ class Pacer:
             wait = 0.0
         # Due when the store said (a reply that came back late, a sleep that overran: the
         # send is late by as much, and the next one is pushed back by it).
-        due = self._timing.local(claimed.now + wait)
+        instant = claimed.now + wait  # on the store's clock
+        due = self._timing.local(instant)
         self._learn(claimed.rate_factor)
-        if not self._clear(claimed, epoch, claimed.now + wait):
+        if not self._clear(claimed, epoch, instant):
             return None
         checked = self._timing.local(claimed.now)  # when the store read the pause
         shift = 0.0
         if wait > self.recheck_after_seconds:  # a long wait: check the pause again,
             await self.clock.sleep(max(0.0, due - self._timing.lead - self.clock.now()))
             state = await self._timed(self.state)  # a round trip before it is due, so that
-            if self._cleared(state, epoch, claimed.now + wait) is None:  # it is not late by it
+            if self._cleared(state, epoch, instant) is None:  # the send is not late by it
                 return None
             checked = self.clock.now()
             # Sends before this one that left late since its claim: as far behind as the
