@@ -344,8 +344,9 @@ class RatePolicy:
     earlier run learned and left on the gate), climbs while answers come back
     clean, and settles under the rate at which 429s begin (see ``Aimd``).
     ``math.inf``: no limit at all (pauses published to the gate are still honoured).
-    ``safety_margin`` paces a little under the rate (default 0.5 %, for clocks
-    that do not tick quite alike); the rest of the margin is learned: sends are
+    ``safety_margin`` paces a little under the rate (default 1 %: clocks that do
+    not tick quite alike, and the millisecond a request's way to the provider can
+    vary, which a limiter without burst refuses); the rest of the margin is learned: sends are
     spaced as they actually leave (a late one holds the next back, see
     ``Gate.claim``), and each isolated 429 moves the fleet 2 % further under the
     rate where it happened. ``safety_margin=0`` paces at exactly the rate,
@@ -361,7 +362,7 @@ class RatePolicy:
     """
 
     rate: float | None = 1.0
-    safety_margin: float = 0.005
+    safety_margin: float = 0.01
     horizon_seconds: float = 60.0
 
     def __post_init__(self) -> None:

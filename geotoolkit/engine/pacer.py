@@ -131,13 +131,16 @@ class Pacer:
         Tells the pacer the run is ending (it raises ``Stopped`` instead of waiting).
     """
 
-    #: A worker's first send pays for its first connection (and what is still imported
-    #: lazily) after its claim: its first slot and its first claim are followed by this
-    #: much more spacing (at most ``first_send_interval_share`` of the interval), so the
-    #: next worker's send does not land too close behind it. A cold process on a busy
-    #: machine was measured 5-30 ms late there (its first request reached nginx 27 ms
-    #: after it entered the transport); the guard costs this much once per worker and run.
-    first_send_seconds = 0.025
+    #: A worker's first send opens its first connection after its claim: its first slot
+    #: and its first claim are followed by this much more spacing (at most
+    #: ``first_send_interval_share`` of the interval), so the next worker's send does not
+    #: land too close behind it. What the connection costs up to the request's headers (a
+    #: slow connect, a TLS handshake) is timed with the departure and pushes the next claim
+    #: (``late_departure_seconds``); the guard covers what follows the headers. Measured
+    #: on loopback (fleet benchmark, 16 cold workers): a worker's first request reached the
+    #: limiter 2.0-5.0 ms after it entered the transport, its later ones 0.95 ms; 25 ms
+    #: (sized before the lazy imports were paid up front) cost 1 % of a 20 s run.
+    first_send_seconds = 0.008
     first_send_interval_share = 0.25
     #: A reserved slot fired this much later than usual is given up (see ``slot``)...
     late_send_seconds = 0.015
@@ -171,7 +174,7 @@ class Pacer:
     #: burst absorbs it; each push slows the fleet by its length). Once the run is
     #: ``strict`` (the fleet's factor fell under its configured rate: a 429, the limiter
     #: may be stricter than the sends' jitter; or the rate is unknown), by more than the
-    #: safety margin's share of the spacing (it absorbs that much: 0.5 ms at 10/s; at least
+    #: safety margin's share of the spacing (it absorbs that much: 1 ms at 10/s; at least
     #: ``strict_departure_seconds``). (Measured: strict from the start cost limiters with a
     #: burst 2 % of their rate, when a sleep ended 0.3-2 ms late; see
     #: docs/fleet-benchmark.md.)

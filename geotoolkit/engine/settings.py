@@ -94,7 +94,7 @@ class EngineSettings:
     Examples
     --------
     >>> EngineSettings(rate=2).rate
-    RatePolicy(rate=2.0, safety_margin=0.005, horizon_seconds=60.0)
+    RatePolicy(rate=2.0, safety_margin=0.01, horizon_seconds=60.0)
     >>> EngineSettings(concurrency=0)
     Traceback (most recent call last):
     ...

@@ -69,7 +69,7 @@ def test_bad_backoff_is_a_configuration_error(kwargs: dict[str, float]) -> None:
 
 def test_rate_policy_interval_has_a_safety_margin() -> None:
     assert RatePolicy(rate=10.0, safety_margin=0.0).interval == pytest.approx(0.1)
-    assert RatePolicy(rate=10.0).interval == pytest.approx(0.1 / 0.995)
+    assert RatePolicy(rate=10.0).interval == pytest.approx(0.1 / 0.99)
     assert RatePolicy(rate=None).interval == 0.0 and RatePolicy(rate=None).discovering
     assert RatePolicy(rate=math.inf).interval == 0.0 and not RatePolicy(rate=math.inf).discovering
     for bad in (0, -1, math.nan, -math.inf):
