@@ -346,10 +346,10 @@ class RatePolicy:
     ``math.inf``: no limit at all (pauses published to the gate are still honoured).
     ``safety_margin`` paces a little under the rate (default 1 %: clocks that do
     not tick quite alike, and the millisecond a request's way to the provider can
-    vary, which a limiter without burst refuses); the rest of the margin is learned: sends are
-    spaced as they actually leave (a late one holds the next back, see
-    ``Gate.claim``), and each isolated 429 moves the fleet 2 % further under the
-    rate where it happened. ``safety_margin=0`` paces at exactly the rate,
+    vary, which a limiter without burst refuses); the rest of the margin is
+    learned: sends are spaced as they actually leave (a late one holds the next
+    back, see ``Gate.claim``), and each isolated 429 moves the fleet 2 % further
+    under the rate where it happened. ``safety_margin=0`` paces at exactly the rate,
     without the first-send guard either (tests on a fake clock; a provider known
     to forgive jitter).
     ``horizon_seconds``: the gate reserves a slot only this far ahead; a longer

@@ -176,7 +176,8 @@ class Pacer:
     #: may be stricter than the sends' jitter; or the rate is unknown), by more than the
     #: safety margin's share of the spacing (it absorbs that much: 1 ms at 10/s; at least
     #: ``strict_departure_seconds``). (Measured: strict from the start cost limiters with a
-    #: burst 2 % of their rate, when a sleep ended 0.3-2 ms late; see
+    #: burst 2 % of their rate when a sleep ended 0.3-2 ms late, and still 0.4-0.7 % with
+    #: sleeps on time, without sparing a limiter without burst its 429; see
     #: docs/fleet-benchmark.md.)
     late_departure_seconds = 0.002
     strict_departure_seconds = 0.0002
