@@ -355,7 +355,7 @@ class Engine:
         longer backoff; the pause on the gate holds the whole fleet meanwhile. ``factor``:
         the fleet's factor the refused send was spaced at (the gate's evidence).
         """
-        self.pacer.counts.throttled += 1
+        self.pacer.count(throttled=1)
         wait = self.settings.backoff.wait(throttles, exc.retry_after, self.rng)
         await self.pacer.throttled(exc, wait, factor=factor)
         self.pacer.check_budget(wait)
@@ -404,7 +404,7 @@ class Engine:
             await self.circuit.answered()
             raise
         await self.circuit.answered()
-        self.pacer.counts.successes += 1
+        self.pacer.count(successes=1)
         return outcome
 
     def _tidy(self, outcome: Outcome, attempts: int) -> Outcome:

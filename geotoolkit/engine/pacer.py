@@ -328,8 +328,14 @@ class Pacer:
         due = await self._due(checked_at, epoch, cost, guard)
         if due is not None:
             self._departed = True
-            self.counts.requests += 1
+            self.count(requests=1)
         return due
+
+    def count(self, *, requests: int = 0, successes: int = 0, throttled: int = 0) -> None:
+        """Count what this worker saw, stamped with when (on the store's clock); reported
+        with its next gate call."""
+        self.counts.add(at=self._timing.server(self.clock.now()), requests=requests,
+                        successes=successes, throttled=throttled)
 
     async def _due(self, checked_at: float, epoch: int, cost: int, guard: float) -> float | None:
         """``clearance``, before it is counted. Voided too when this worker began to publish

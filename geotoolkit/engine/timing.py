@@ -14,16 +14,34 @@ __all__ = ["ClockSync", "Counts", "SlotTiming"]
 
 @dataclass
 class Counts:
-    """What a run saw since its last report to the gate (flushed with its next gate call)."""
+    """What a run saw since its last report to the gate (flushed with its next gate call),
+    and when the first of it was seen, on the store's clock (``at``).
+
+    >>> counts = Counts()
+    >>> counts.add(at=10.5, requests=1); counts.add(at=10.7, successes=1)
+    >>> counts.take()
+    Report(requests=1, successes=1, throttled=0, at=10.5)
+    >>> counts.take().at is None   # taken: nothing left, no instant
+    True
+    """
 
     requests: int = 0
     successes: int = 0
     throttled: int = 0
+    at: float | None = None
+
+    def add(self, *, at: float, requests: int = 0, successes: int = 0, throttled: int = 0) -> None:
+        self.requests += requests
+        self.successes += successes
+        self.throttled += throttled
+        if self.at is None:
+            self.at = at
 
     def take(self) -> Report:
         """The report to send, resetting the counts."""
-        report = Report(self.requests, self.successes, self.throttled)
+        report = Report(self.requests, self.successes, self.throttled, self.at)
         self.requests = self.successes = self.throttled = 0
+        self.at = None
         return report
 
 
@@ -59,6 +77,10 @@ class ClockSync:
         """A store-clock instant on our clock."""
         return server_time - self.offset
 
+    def server(self, local_time: float) -> float:
+        """An instant of our clock on the store's."""
+        return local_time + self.offset
+
 
 class SlotTiming:
     """How a worker keeps its sends on their slots, from what its gate calls show.
@@ -93,6 +115,10 @@ class SlotTiming:
     def local(self, server_time: float) -> float:
         """A store-clock instant on our clock."""
         return self.sync.local(server_time)
+
+    def server(self, local_time: float) -> float:
+        """An instant of our clock on the store's."""
+        return self.sync.server(local_time)
 
     @property
     def lead(self) -> float:

@@ -117,16 +117,23 @@ class Report:
     """Counts a worker observed since its last report, flushed with its next gate call.
 
     ``requests`` sent, ``successes`` (answers that were not throttled or failed)
-    and ``throttled`` answers (429/503).
+    and ``throttled`` answers (429/503). ``at``: when the first of them was seen, on the
+    store's clock (``None``: when the report arrives). A worker's next gate call can come
+    an interval per worker later (measured: 1.6 s at 10/s with 16 workers); counted then,
+    its successes would bunch in the stats window's later buckets, and the fleet's best
+    seconds read over the limit.
     """
 
     requests: int = 0
     successes: int = 0
     throttled: int = 0
+    at: float | None = None
 
     def __post_init__(self) -> None:
         if min(self.requests, self.successes, self.throttled) < 0:
             raise ConfigurationError("report counts must be >= 0")
+        if self.at is not None and not math.isfinite(self.at):
+            raise ConfigurationError("a report's instant must be finite")
 
     def __bool__(self) -> bool:
         return bool(self.requests or self.successes or self.throttled)

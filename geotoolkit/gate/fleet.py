@@ -373,12 +373,20 @@ def _successes(counters: Mapping[str, int], stamp: int) -> int:
 
 
 def bucket_counts(now: float, report: Report) -> dict[str, int]:
-    """The counters a report adds to, in the bucket of ``now`` (zeros too: the bucket exists).
+    """The counters a report adds to (zeros too: the bucket exists): in the bucket of its
+    ``at``, when it was seen, else of ``now``. An instant after ``now`` (a worker's estimate
+    of the store's clock is good to its round trip) counts now, and one older than the
+    window at the window's start.
 
     >>> bucket_counts(1234.5, Report(requests=2, successes=1))
     {'win:1234:r': 2, 'win:1234:s': 1, 'win:1234:t': 0}
+    >>> list(bucket_counts(1234.5, Report(1, 1, at=1232.9)))[0], list(bucket_counts(1234.5,
+    ...     Report(1, 1, at=1236.0)))[0], list(bucket_counts(1234.5, Report(1, 1, at=0.0)))[0]
+    ('win:1232:r', 'win:1234:r', 'win:1225:r')
     """
-    stamp = stamp_of(now)
+    seen = now if report.at is None else min(now, max(now - WINDOW_SECONDS + BUCKET_SECONDS,
+                                                      report.at))
+    stamp = stamp_of(seen)
     return {_counter(stamp, kind): count
             for kind, count in zip(_KINDS, (report.requests, report.successes, report.throttled),
                                    strict=True)}

@@ -198,6 +198,26 @@ def test_the_window_counts_one_second_buckets() -> None:
     assert set(bucket_counts(104.9, Report(1))) <= set(window_names(105.0))
 
 
+def test_a_report_counts_in_the_second_its_answers_came_not_when_it_is_flushed() -> None:
+    """A worker flushes its counts with its next gate call, up to an interval per worker
+    later; stamped with when they were seen, two seconds answered at 9/s and flushed late
+    stay two seconds at 9/s (counted at the flush, a lump of 18 in one second read as a
+    best pace over the limit)."""
+    server = ServerLike(FakeClock(start=MIDNIGHT + 0.5))
+    clock = server.inner.clock
+    gate = _gate(server, local=clock)  # type: ignore[arg-type]
+    gate.state(KEY)
+    clock.advance(2.0)  # type: ignore[attr-defined]
+    gate.record(KEY, Report(9, 9, at=MIDNIGHT + 0.6))
+    gate.record(KEY, Report(9, 9, at=MIDNIGHT + 1.6))
+    gate.record(KEY, Report(1, 1, at=MIDNIGHT + 9.0))  # a stamp after now counts now
+    seen = server.inner.read_counters(KEY, list(window_names(clock.now())))
+    successes = {name: n for name, n in seen.items() if name.endswith(":s")}
+    first = int(MIDNIGHT)
+    assert successes == {f"win:{first}:s": 9, f"win:{first + 1}:s": 9, f"win:{first + 2}:s": 1}
+    assert gate.stats(KEY).successes == 19
+
+
 # -- a store that does not share its clock ---------------------------------------------------------
 
 
