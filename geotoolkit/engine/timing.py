@@ -31,6 +31,9 @@ class Counts:
     at: float | None = None
 
     def add(self, *, at: float, requests: int = 0, successes: int = 0, throttled: int = 0) -> None:
+        """Count what was seen at ``at`` (the store's clock). A report holds a worker's few
+        counts since its last gate call (measured: one or two) and goes to the bucket of the
+        first: the rest are off by at most the time between them."""
         self.requests += requests
         self.successes += successes
         self.throttled += throttled
