@@ -334,7 +334,7 @@ class Pacer:
     def count(self, *, requests: int = 0, successes: int = 0, throttled: int = 0) -> None:
         """Count what this worker saw, stamped with when (on the store's clock); reported
         with its next gate call."""
-        self.counts.add(at=self._timing.server(self.clock.now()), requests=requests,
+        self.counts.add(at=self.store_now(), requests=requests,
                         successes=successes, throttled=throttled)
 
     async def _due(self, checked_at: float, epoch: int, cost: int, guard: float) -> float | None:

@@ -80,10 +80,6 @@ class ClockSync:
         """A store-clock instant on our clock."""
         return server_time - self.offset
 
-    def server(self, local_time: float) -> float:
-        """An instant of our clock on the store's."""
-        return local_time + self.offset
-
 
 class SlotTiming:
     """How a worker keeps its sends on their slots, from what its gate calls show.
@@ -118,10 +114,6 @@ class SlotTiming:
     def local(self, server_time: float) -> float:
         """A store-clock instant on our clock."""
         return self.sync.local(server_time)
-
-    def server(self, local_time: float) -> float:
-        """An instant of our clock on the store's."""
-        return self.sync.server(local_time)
 
     @property
     def lead(self) -> float:
