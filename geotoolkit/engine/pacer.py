@@ -165,13 +165,14 @@ class Pacer:
     one_slot_min_interval = 0.005
     #: A claimed send whose headers leave later than it was due (its first connection, a
     #: starved process, a sleep that overran) *than this worker's sends usually do* (the
-    #: least of its last ``departures_remembered``: every send pays the round trip of its
-    #: claim and the client's own work, and two sends equally late are still an interval
-    #: apart) by more than ``late_departure_seconds`` pushes the fleet's next claim back by
-    #: all of it (a limiter without burst refuses a send that lands less than its interval
-    #: after a late one; with the clock's sleeps on time, 0.8 % of sends were over 2 ms
-    #: late, so the pushes cost little), and smaller lateness is let go (a limiter with a
-    #: burst absorbs it; each push slows the fleet by its length). Once the run is
+    #: least of its last ``departures_remembered``, at most ``usual_departure_seconds``:
+    #: every send pays the round trip of its claim and the client's own work, and two sends
+    #: equally late are still an interval apart) by more than ``late_departure_seconds``
+    #: pushes the fleet's next claim back by all of it (a limiter without burst refuses a
+    #: send that lands less than its interval after a late one; with the clock's sleeps on
+    #: time, 0.8 % of sends were over 2 ms late, so the pushes cost little), and smaller
+    #: lateness is let go (a limiter with a burst absorbs it; each push slows the fleet by
+    #: its length). Once the run is
     #: ``strict`` (the fleet's factor fell under its configured rate: a 429, the limiter
     #: may be stricter than the sends' jitter; or the rate is unknown), by more than the
     #: safety margin's share of the spacing (it absorbs that much: 1 ms at 10/s; at least
@@ -182,6 +183,13 @@ class Pacer:
     late_departure_seconds = 0.002
     strict_departure_seconds = 0.0002
     departures_remembered = 10
+    #: What every send pays counts up to this much as a worker's usual lateness. Measured
+    #: (fleet benchmark, cold workers): the least lateness of each worker over a whole run
+    #: was 0.5-1.7 ms, but a cold worker's first sends all leave late (its first
+    #: connections, its process not yet warm), and the least of them read 2.8-16 ms: sends
+    #: 3.1, 4.5 and 10.7 ms late then pushed nothing, and the next worker's, on time,
+    #: reached a limiter without burst 98.4-99.9 ms after them at 101 ms spacing.
+    usual_departure_seconds = 0.001
 
     def __init__(self, gate: Gate, key: str, rate: RatePolicy, *, clock: Clock,
                  cap: Cap | None = None, max_wait_seconds: float | None = None,
@@ -449,8 +457,9 @@ class Pacer:
 
     def late_over_usual(self, late: float) -> float:
         """A send's headers left ``late`` seconds after it was due: how much later than
-        this worker's sends usually leave (the least of the last few; 0 for the first)."""
-        usual = min(self._departures, default=0.0)
+        this worker's sends usually leave (the least of the last few, at most
+        ``usual_departure_seconds``; 0 for the first)."""
+        usual = min(min(self._departures, default=0.0), self.usual_departure_seconds)
         self._departures.append(max(0.0, late))
         return max(0.0, late - usual)
 
