@@ -172,14 +172,13 @@ class Pacer:
     #: send that lands less than its interval after a late one; with the clock's sleeps on
     #: time, 0.8 % of sends were over 2 ms late, so the pushes cost little), and smaller
     #: lateness is let go (a limiter with a burst absorbs it; each push slows the fleet by
-    #: its length). Once the run is
-    #: ``strict`` (the fleet's factor fell under its configured rate: a 429, the limiter
-    #: may be stricter than the sends' jitter; or the rate is unknown), by more than the
-    #: safety margin's share of the spacing (it absorbs that much: 1 ms at 10/s; at least
-    #: ``strict_departure_seconds``). (Measured: strict from the start cost limiters with a
-    #: burst 2 % of their rate when a sleep ended 0.3-2 ms late, and still 0.4-0.7 % with
-    #: sleeps on time, without sparing a limiter without burst its 429; see
-    #: docs/fleet-benchmark.md.)
+    #: its length). Once the run is ``strict`` (the fleet's factor fell under its configured
+    #: rate: a 429, the limiter may be stricter than the sends' jitter; or the rate is
+    #: unknown), by more than the safety margin's share of the spacing (it absorbs that
+    #: much: 1 ms at 10/s; at least ``strict_departure_seconds``). (Measured: strict from
+    #: the start cost limiters with a burst 2 % of their rate when a sleep ended 0.3-2 ms
+    #: late, and still 0.4-0.7 % with sleeps on time, without sparing a limiter without
+    #: burst its 429; see docs/fleet-benchmark.md.)
     late_departure_seconds = 0.002
     strict_departure_seconds = 0.0002
     departures_remembered = 10
@@ -188,7 +187,9 @@ class Pacer:
     #: was 0.5-1.7 ms, but a cold worker's first sends all leave late (its first
     #: connections, its process not yet warm), and the least of them read 2.8-16 ms: sends
     #: 3.1, 4.5 and 10.7 ms late then pushed nothing, and the next worker's, on time,
-    #: reached a limiter without burst 98.4-99.9 ms after them at 101 ms spacing.
+    #: reached a limiter without burst 98.4-99.9 ms after them at 101 ms spacing. (On a
+    #: machine where every send pays more, the excess is pushed each time, once the run is
+    #: strict: the fleet is that much slower, and no send lands closer than its interval.)
     usual_departure_seconds = 0.001
 
     def __init__(self, gate: Gate, key: str, rate: RatePolicy, *, clock: Clock,

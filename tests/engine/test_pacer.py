@@ -560,26 +560,30 @@ def test_a_claim_reply_that_comes_back_late_counts_as_lateness() -> None:
     assert asyncio.run(run()) == pytest.approx(0.1)  # 100 ms after the late one left
 
 
-def test_what_every_send_pays_is_not_pushed_only_what_one_pays_more() -> None:
-    """Every send of this worker leaves 0.8 ms after it was due (its claim's round trip, the
-    client's own work): two of them are still an interval apart, and pushing each would slow
-    the fleet by 0.8 %. Only a send later than usual pushes the next, by what it was late more."""
+def pushes_of_sends_leaving(*lateness: float) -> list[float]:
+    """One worker (strict, at 10/s) whose claimed sends' headers leave ``lateness`` seconds
+    after they were due, one after the other: the pushes of the fleet's next claim."""
     clock = FakeClock(start=100.0)
     (pacer,) = pacers(clock, rate=10.0, n=1)
     pushes: list[float] = []
     pacer.push = lambda seconds, cost=1: pushes.append(seconds)  # type: ignore[method-assign]
 
-    async def send(late: float) -> None:
-        departure = pacer.departure(clock.now(), 0)
-        assert await departure.check()
-        await clock.sleep(late)
-        await departure.trace("http11.send_request_headers.complete", {})
-
     async def run() -> None:
-        for late in (0.0008, 0.0008, 0.0009, 0.0008, 0.009, 0.0008):
-            await send(late)
+        for late in lateness:
+            departure = pacer.departure(clock.now(), 0)
+            assert await departure.check()
+            await clock.sleep(late)
+            await departure.trace("http11.send_request_headers.complete", {})
 
     asyncio.run(run())
+    return pushes
+
+
+def test_what_every_send_pays_is_not_pushed_only_what_one_pays_more() -> None:
+    """Every send of this worker leaves 0.8 ms after it was due (its claim's round trip, the
+    client's own work): two of them are still an interval apart, and pushing each would slow
+    the fleet by 0.8 %. Only a send later than usual pushes the next, by what it was late more."""
+    pushes = pushes_of_sends_leaving(0.0008, 0.0008, 0.0009, 0.0008, 0.009, 0.0008)
     assert pushes == pytest.approx([0.0008, 0.0082])  # the first (nothing known yet), the 9 ms
 
 
@@ -587,20 +591,8 @@ def test_a_cold_worker_whose_sends_all_leave_late_pushes_all_but_what_every_send
     """A cold worker's first sends all leave late (its first connections, a process not yet
     warm): their lateness is not what every send pays, and the next worker's send, on time,
     would land that much less than an interval behind. At most 1 ms counts as usual."""
-    clock = FakeClock(start=100.0)
-    (pacer,) = pacers(clock, rate=10.0, n=1)
-    pushes: list[float] = []
-    pacer.push = lambda seconds, cost=1: pushes.append(seconds)  # type: ignore[method-assign]
-
-    async def run() -> None:
-        for late in (0.005, 0.005, 0.007, 0.0005):
-            departure = pacer.departure(clock.now(), 0)
-            assert await departure.check()
-            await clock.sleep(late)
-            await departure.trace("http11.send_request_headers.complete", {})
-
-    asyncio.run(run())
-    assert pacer.usual_departure_seconds == 0.001
+    assert Pacer.usual_departure_seconds == 0.001
+    pushes = pushes_of_sends_leaving(0.005, 0.005, 0.007, 0.0005)
     assert pushes == pytest.approx([0.005, 0.004, 0.006])  # the last, on time: nothing
 
 
