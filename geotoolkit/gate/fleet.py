@@ -262,8 +262,8 @@ class AimdState:
         >>> again = climbed.throttled(16.0, 11.0, 17.0, a, sends=20)   # refused again
         >>> again.factor, again.base, again.ceiling   # the limit is real: back where the
         (0.5, 0.5, 0.8)
-        >>> round(again.target, 3), again.increased_at  # climb began, then halfway up to 0.8
-        (0.642, 18.0)
+        >>> round(again.target, 3), again.increased_at  # climb began, then 30 % up to 0.8
+        (0.585, 18.0)
         >>> climbed.throttled(16.0, 11.0, 17.0, a, sends=20, refused=0.7).ceiling  # its send's
         0.7
         >>> near = replace(cut, factor=0.6).throttled(16.0, 11.0, 17.0, a, sends=20)

@@ -93,10 +93,13 @@ def test_adaptive_pacing_finds_a_limit_half_the_configured_rate() -> None:
     span = provider.log[-1][0] - provider.log[0][0]
     # And most of the quota is used. A sliding window refuses after its whole burst (5
     # sends, whatever the pace), which the cut reads as a larger overshoot than it is
-    # (on a leaky bucket the evidence is exact): the cut stands at 4.2/s, and the fleet
-    # climbs back in a step toward where it was refused, to 4.9/s (4.7/s over the run,
-    # three 429s; it stayed at 4.2/s, 4.1/s over the run, before the steps).
-    assert provider.count(200) / span / 5 >= 0.9
+    # (on a leaky bucket the evidence is exact): the cut stands under 4.5/s, and the fleet
+    # climbs back in a step toward where it was refused, 30 % of the way: to 4.64/s (4.44/s
+    # over the run, three 429s). One engine reports at once, so the ceiling here is exact
+    # and the limit lies near it: half the way reached 4.87/s (4.66/s over the run); a
+    # fleet's ceiling reads high (its reports lag), and there half the way overshot (see
+    # ``Aimd.step_share``). Before the steps it stayed at 4.2/s, 4.1/s over the run.
+    assert provider.count(200) / span / 5 >= 0.88
     allowed = [e.allowed_rate for e in events if isinstance(e, FleetSampled)]
     assert all(a is not None and a <= 10.0 for a in allowed)  # never above the configured rate
     low = allowed.index(min(allowed))  # type: ignore[type-var]
