@@ -384,8 +384,10 @@ def bucket_counts(now: float, report: Report) -> dict[str, int]:
     ...     Report(1, 1, at=1236.0)))[0], list(bucket_counts(1234.5, Report(1, 1, at=0.0)))[0]
     ('win:1232:r', 'win:1234:r', 'win:1225:r')
     """
-    seen = now if report.at is None else min(now, max(now - WINDOW_SECONDS + BUCKET_SECONDS,
-                                                      report.at))
+    seen = now
+    if report.at is not None:
+        oldest = now - WINDOW_SECONDS + BUCKET_SECONDS  # in the window's first bucket
+        seen = min(now, max(oldest, report.at))
     stamp = stamp_of(seen)
     return {_counter(stamp, kind): count
             for kind, count in zip(_KINDS, (report.requests, report.successes, report.throttled),
