@@ -7,9 +7,10 @@ Run from the repository root (docs/fleet-benchmark.md explains every figure)::
     python benchmarks/fleet.py --k 16 --other-share 0.4          # another client takes 40 %
     python benchmarks/fleet.py --limiters gcra-b1 --gates redis --k 16   # one cell, ~30 s
     python benchmarks/fleet.py --nginx --gates redis --k 16      # a real nginx limit_req
+    python benchmarks/fleet.py --haproxy --gates redis --k 16    # a real HAProxy rate limit
     python benchmarks/fleet.py --warm ...                        # warmed-up workers
 
-For each limiter (the provider simulator's, or nginx's), the same-run reference pacer
+For each limiter (the provider simulator's, nginx's or HAProxy's), the same-run reference pacer
 goes first (one gate-free process at exactly the limit), then one cell per gate and K:
 K fresh worker processes, each importing geotoolkit and geocoding its share of the rows
 at once (``--warm``: forked from a fork server, warmed up, started together). Every
@@ -38,12 +39,22 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 from fleetbench import report  # noqa: E402  (the paths above first)
 from fleetbench.cell import REPO, Runner  # noqa: E402
+from fleetbench.haproxy import haproxy_binary  # noqa: E402
 from fleetbench.measure import Figures  # noqa: E402
 from fleetbench.nginx import nginx_binary  # noqa: E402
 from fleetbench.overhead import overhead  # noqa: E402
-from fleetbench.spec import LIMITERS, NGINX_LIMITERS, CellSpec, LimiterSpec, default_rows  # noqa: E402
+from fleetbench.spec import (  # noqa: E402
+    HAPROXY_LIMITERS,
+    LIMITERS,
+    NGINX_LIMITERS,
+    CellSpec,
+    LimiterSpec,
+    default_rows,
+)
 
-ALL_LIMITERS = {**LIMITERS, **NGINX_LIMITERS}
+ALL_LIMITERS = {**LIMITERS, **NGINX_LIMITERS, **HAPROXY_LIMITERS}
+#: The proxies' binaries and how to install them (their cells are skipped without them).
+PROXIES = {"nginx": (nginx_binary, "nginx-light"), "haproxy": (haproxy_binary, "haproxy")}
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -53,6 +64,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                    help=f"comma-separated, of {', '.join(ALL_LIMITERS)} (default: the simulator's six)")
     p.add_argument("--nginx", action="store_true", help="the real nginx limiters (nginx-b1, nginx-b0) "
                    "instead of the simulator's, unless --limiters names some")
+    p.add_argument("--haproxy", action="store_true", help="the real HAProxy limiter (haproxy) instead "
+                   "of the simulator's, unless --limiters names some (with --nginx: both)")
     p.add_argument("--gates", default="redis,postgres,sqlite", help="comma-separated subset")
     p.add_argument("--k", default="1,4,16", help="worker counts, comma-separated")
     p.add_argument("--rate", type=float, default=10.0, help="the real limit R, requests/s (default 10)")
@@ -80,15 +93,17 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def limiters(args: argparse.Namespace) -> list[LimiterSpec]:
     names = [n.strip() for n in args.limiters.split(",") if n.strip()]
-    if args.nginx and args.limiters == ",".join(LIMITERS):
-        names = list(NGINX_LIMITERS)
+    if (args.nginx or args.haproxy) and args.limiters == ",".join(LIMITERS):
+        names = [*(NGINX_LIMITERS if args.nginx else ()), *(HAPROXY_LIMITERS if args.haproxy else ())]
     unknown = [n for n in names if n not in ALL_LIMITERS]
     if unknown:
         raise SystemExit(f"unknown limiters {unknown}: choose from {', '.join(ALL_LIMITERS)}")
     chosen = [ALL_LIMITERS[n] for n in names]
-    if any(spec.nginx for spec in chosen) and nginx_binary() is None:
-        print("# nginx is not installed (apt-get install -y nginx-light): nginx cells skipped", flush=True)
-        chosen = [spec for spec in chosen if not spec.nginx]
+    for proxy, (find, package) in PROXIES.items():
+        if any(spec.proxy == proxy for spec in chosen) and find() is None:
+            print(f"# {proxy} is not installed (apt-get install -y {package}): {proxy} cells skipped",
+                  flush=True)
+            chosen = [spec for spec in chosen if spec.proxy != proxy]
     return chosen
 
 
@@ -123,10 +138,13 @@ def context() -> dict[str, Any]:
     binary = nginx_binary()
     nginx = "" if binary is None else subprocess.run(
         [binary, "-v"], capture_output=True, text=True).stderr.strip()
+    binary = haproxy_binary()
+    haproxy = "" if binary is None else next(iter(_command([binary, "-v"]).splitlines()), "")
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": _command(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) + dirty,
             "machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}",
             "load": f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", "nginx": nginx,
+            "haproxy": haproxy,
             "command": " ".join(["python", *sys.argv])}
 
 

@@ -12,15 +12,11 @@ Install it with ``apt-get install -y nginx-light`` (Debian; ``nginx`` works too)
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
 from pathlib import Path
-from types import TracebackType
-from urllib.parse import unquote_plus
 
-__all__ = ["Nginx", "NginxMissing", "nginx_binary"]
+from fleetbench.proxy import Proxy, binary, parse_log
+
+__all__ = ["Nginx", "nginx_binary"]
 
 _CONFIG = """\
 daemon off;
@@ -55,20 +51,8 @@ http {{
 """
 
 
-class NginxMissing(RuntimeError):
-    """nginx is not installed."""
-
-
 def nginx_binary() -> str | None:
-    return shutil.which("nginx") or next(
-        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return binary("nginx")
 
 
 def _rate(rate: float) -> str:
@@ -76,61 +60,35 @@ def _rate(rate: float) -> str:
     return f"{rate:g}r/s" if float(rate).is_integer() else f"{round(rate * 60)}r/m"
 
 
-class Nginx:
+class Nginx(Proxy):
     """nginx in front of ``127.0.0.1:upstream``, limiting each key to ``rate`` with ``burst``."""
 
+    name, package = "nginx", "nginx-light"
+
     def __init__(self, upstream: int, rate: float, burst: int, workdir: Path) -> None:
-        binary = nginx_binary()
-        if binary is None:
-            raise NginxMissing("nginx is not installed (apt-get install -y nginx-light)")
-        self.binary, self.port = binary, _free_port()
-        self.dir = workdir / f"nginx-{self.port}"
-        (self.dir / "tmp").mkdir(parents=True)
-        self.dir.chmod(0o755)
+        super().__init__(upstream, workdir)
         self.config = self.dir / "nginx.conf"
         self.config.write_text(_CONFIG.format(
             dir=self.dir, rate=_rate(rate), upstream=upstream, port=self.port,
             burst=f" burst={burst}" if burst else ""))
-        self.process: subprocess.Popen[bytes] | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> Nginx:
-        self.process = subprocess.Popen(
-            [self.binary, "-p", str(self.dir), "-e", str(self.dir / "error.log"), "-c", str(self.config)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10.0
-        while True:  # a server's readiness has no event to wait on: try to connect
-            if self.process.poll() is not None:
-                raise RuntimeError(f"nginx exited: {self.process.stderr.read().decode()[-500:]}"
-                                   if self.process.stderr else "nginx exited")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return self
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.__exit__(None, None, None)
-                    raise RuntimeError("nginx did not start listening within 10 s") from None
-                time.sleep(0.05)
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()  # SIGTERM: fast shutdown
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+    def command(self) -> list[str]:
+        return [self.binary, "-p", str(self.dir), "-e", str(self.dir / "error.log"), "-c", str(self.config)]
 
     def log(self, key: str) -> list[tuple[float, int, str]]:
-        """``(arrival, status, address)`` of every request with ``key``, in arrival order."""
         path = self.dir / "access.log"
-        rows = []
-        for line in path.read_text().splitlines() if path.exists() else []:
-            parts = line.split(" ", 4)
-            if len(parts) == 5 and parts[3] == key:
-                rows.append((float(parts[0]) - float(parts[1]), int(parts[2]), unquote_plus(parts[4])))
-        return sorted(rows)
+        return parse_log([_arrival(line) for line in path.read_text().splitlines()]
+                         if path.exists() else [], key)
+
+
+def _arrival(line: str) -> str:
+    """An access log line with its arrival (``$msec`` less ``$request_time``) first.
+
+    >>> _arrival("100.250 0.050 200 k q")
+    '100.2000 200 k q'
+    """
+    parts = line.split(" ", 2)
+    try:
+        return f"{float(parts[0]) - float(parts[1]):.4f} {parts[2]}"
+    except (ValueError, IndexError):
+        return line

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "HAPROXY_LIMITERS",
     "LIMITERS",
     "NGINX_LIMITERS",
     "CellSpec",
@@ -25,18 +26,25 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LimiterSpec:
-    """One real-world limiter, enforced by the simulator or by nginx in front of it."""
+    """One real-world limiter, enforced by the simulator or by a proxy in front of it (nginx,
+    HAProxy)."""
 
     name: str  #: the id on the command line and in JSON
     label: str  #: in tables and docs
-    limiter: str | None = None  #: the simulator's ``limiter=`` (None: nginx limits)
+    limiter: str | None = None  #: the simulator's ``limiter=`` (None: a proxy limits)
     window_seconds: float = 1.0
     burst: int | None = None
     nginx_burst: int | None = None  #: nginx ``limit_req ... burst=`` (None: not nginx)
+    haproxy: bool = False  #: HAProxy's ``http_req_rate`` over a second
 
     @property
     def nginx(self) -> bool:
         return self.nginx_burst is not None
+
+    @property
+    def proxy(self) -> str | None:
+        """The proxy that limits (``None``: the simulator does)."""
+        return "nginx" if self.nginx else "haproxy" if self.haproxy else None
 
     @property
     def aligned(self) -> bool:
@@ -46,7 +54,7 @@ class LimiterSpec:
         return self.limiter == "fixed-window" and self.window_seconds > 1.0
 
     def simulator_settings(self, rate: float) -> dict[str, Any]:
-        """``ProviderSimulator`` settings (nginx cells: the simulator does not limit)."""
+        """``ProviderSimulator`` settings (a proxy's cells: the simulator does not limit)."""
         if self.limiter is None:
             return {"rate_limit": None}
         return {"rate_limit": rate, "limiter": self.limiter,
@@ -65,6 +73,10 @@ LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
 NGINX_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
     LimiterSpec("nginx-b1", "nginx limit_req burst=1 nodelay", nginx_burst=1),
     LimiterSpec("nginx-b0", "nginx limit_req (burst 0)", nginx_burst=0),
+)}
+
+HAPROXY_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
+    LimiterSpec("haproxy", "HAProxy http_req_rate(1s), refused requests count", haproxy=True),
 )}
 
 

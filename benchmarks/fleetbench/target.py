@@ -1,10 +1,11 @@
 """The rate-limited provider of one cell, and what its limiter saw.
 
-Either the provider simulator enforcing the cell's limiter itself, or a real nginx
-``limit_req`` on loopback in front of an unlimited simulator (``nginx-b1``,
-``nginx-b0``). Either way ``arrivals()`` gives every keyed request *as the limiter
-saw it*: its arrival time (``time.time`` seconds), its status and who sent it (the
-fleet, the reference pacer or the other client, told apart by their addresses).
+Either the provider simulator enforcing the cell's limiter itself, or a real proxy on
+loopback in front of an unlimited simulator: nginx ``limit_req`` (``nginx-b1``,
+``nginx-b0``) or HAProxy's ``http_req_rate`` (``haproxy``). Either way ``arrivals()``
+gives every keyed request *as the limiter saw it*: its arrival time (``time.time``
+seconds), its status and who sent it (the fleet, the reference pacer or the other
+client, told apart by their addresses).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from fleetbench.haproxy import HAProxy
 from fleetbench.nginx import Nginx
+from fleetbench.proxy import Proxy
 from fleetbench.spec import LimiterSpec
 from geotoolkit.testing import ProviderSimulator
 
@@ -72,14 +75,16 @@ class Target:
         self.limiter, self.rate, self.workdir = limiter, rate, workdir
         self.clock = AlignedClock(limiter.window_seconds if limiter.aligned else None)
         self.sim = ProviderSimulator(clock=self.clock, **limiter.simulator_settings(rate))
-        self.nginx: Nginx | None = None
+        self.proxy: Proxy | None = None
         self._stack = ExitStack()
 
     def __enter__(self) -> Target:
         self._stack.enter_context(self.sim)
         if self.limiter.nginx_burst is not None:
-            self.nginx = self._stack.enter_context(
+            self.proxy = self._stack.enter_context(
                 Nginx(self.sim.port, self.rate, self.limiter.nginx_burst, self.workdir))
+        elif self.limiter.haproxy:
+            self.proxy = self._stack.enter_context(HAProxy(self.sim.port, self.rate, self.workdir))
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -88,14 +93,14 @@ class Target:
 
     @property
     def url(self) -> str:
-        return self.sim.url if self.nginx is None else self.nginx.url
+        return self.sim.url if self.proxy is None else self.proxy.url
 
     def arrivals(self, key: str) -> list[Arrival]:
-        """Every request of ``key`` as the limiter saw it, in arrival order. With nginx,
-        call it after the block (nginx has written its log when it stopped)."""
-        if self.nginx is not None:
+        """Every request of ``key`` as the limiter saw it, in arrival order. With a proxy,
+        call it after the block (the proxy has written its log when it stopped)."""
+        if self.proxy is not None:
             return [Arrival(t, t, status, who_sent(query))
-                    for t, status, query in self.nginx.log(key)]
+                    for t, status, query in self.proxy.log(key)]
         offset = self.clock.offset
         return [Arrival(r.time - offset, r.time, r.status, who_sent(r.params.get("q", "")))
                 for r in self.sim.requests_for(key) if r.path == "/search"]
