@@ -97,9 +97,10 @@ class Departure:
     async def trace(self, name: str, info: Mapping[str, Any]) -> None:
         if self.due is None or not name.endswith("send_request_headers.complete"):
             return
+        # All of it: the guard after a first send is for what follows its headers (the
+        # server accepting the new connection), not for what held them back.
         late = self.pacer.late_over_usual(self.pacer.clock.now() - self.due)
-        late = max(0.0, late - self.guard)
-        self.due = None  # (the guard was paid ahead)
+        self.due = None
         if late > self.pacer.departure_allowance(self.cost):
             # By all of it, at most one spacing: later than that, the next send has claimed
             # already (a suspended laptop must not hold the fleet back for the hours it
@@ -136,11 +137,15 @@ class Pacer:
     #: ``first_send_interval_share`` of the interval), so the next worker's send does not
     #: land too close behind it. What the connection costs up to the request's headers (a
     #: slow connect, a TLS handshake) is timed with the departure and pushes the next claim
-    #: (``late_departure_seconds``); the guard covers what follows the headers. Measured
-    #: on loopback (fleet benchmark, 16 cold workers): a worker's first request reached the
-    #: limiter 2.0-5.0 ms after it entered the transport, its later ones 0.95 ms; 25 ms
-    #: (sized before the lazy imports were paid up front) cost 1 % of a 20 s run.
-    first_send_seconds = 0.008
+    #: (``late_departure_seconds``) by all of it; the guard covers what follows the
+    #: headers, and is sized to that. Measured on loopback (fleet benchmark, 16 cold
+    #: workers): a worker's first request reached the limiter 2.2 ms (median; 3.8 ms p90)
+    #: after it entered the transport, its later ones 0.8 ms, and a first request held back
+    #: by its connection reached it 1.6-4.7 ms after its headers left. The guard (8 ms then)
+    #: used to be subtracted from the push: a connection slower than it left nothing for
+    #: what follows, and the next worker's send reached a limiter without burst 97.3-99.7 ms
+    #: after it at 101 ms spacing (four 429s in the dumps of 2026-12-03).
+    first_send_seconds = 0.005
     first_send_interval_share = 0.25
     #: A reserved slot fired this much later than usual is given up (see ``slot``)...
     late_send_seconds = 0.015
