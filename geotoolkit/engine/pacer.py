@@ -379,8 +379,9 @@ class Pacer:
                         "sends: sending on its slot (has the store's clock stepped back?)", wait)
             wait = 0.0
         # Due when the store said (a reply that came back late, a sleep that overran: the
-        # send is late by as much, and the next one is pushed back by it).
-        instant = claimed.now + wait  # on the store's clock
+        # send is late by as much, and the next one is pushed back by it). A slot the store
+        # had already reached when it read the state (``wait`` under 0) was due then.
+        instant = claimed.now + min(wait, claimed.wait)  # on the store's clock
         due = self._timing.local(instant)
         self._learn(claimed.rate_factor)
         if not self._clear(claimed, epoch, instant):

@@ -185,7 +185,9 @@ class Claim:
     Send after ``wait`` more seconds (the fleet's previous send went out late, and
     two sends must stay ``interval`` apart as they leave, not only as scheduled),
     unless a pause runs (``pause_until`` after ``now``, the store's clock) or the
-    pause ``epoch`` moved since the slot was reserved.
+    pause ``epoch`` moved since the slot was reserved. The slot is ``now + wait`` on the
+    store's clock: ``wait`` is under 0 when the store read its state (``now``) after the
+    slot had come (a store that reads its clock once per statement).
     """
 
     wait: float

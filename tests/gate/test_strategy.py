@@ -362,6 +362,36 @@ def test_a_claim_stands_when_its_realignment_fails() -> None:
     assert gate.state(KEY).tat == pytest.approx(1000.0 + 10.0 + 40.0 - 2.5)
 
 
+class PerStatementClock(ServerLike):
+    """A store that reads its clock once per operation (PostgreSQL's ``clock_timestamp()``
+    in one statement each), ``step`` seconds passing between two."""
+
+    def __init__(self, server_clock: FakeClock, step: float) -> None:
+        super().__init__(server_clock)
+        self.server_clock, self.step = server_clock, step
+
+    def run(self, ops: Sequence[Op]) -> list[Any]:
+        results = []
+        for op in ops:
+            results += self.inner.run([op])
+            self.server_clock.advance(self.step)
+        return results
+
+
+def test_a_claim_is_due_at_its_slot_not_when_the_store_read_its_state() -> None:
+    """The claim's slot is read first, the pause after it: on a store that reads its clock
+    per statement, 4 ms later. The send is due at the slot (the instant the next claim is
+    spaced from), not 4 ms after it: then the next send would land 4 ms closer than the
+    spacing, which a limiter without burst refuses."""
+    server_clock = FakeClock(start=1000.0)
+    gate = _gate(PerStatementClock(server_clock, step=0.004))  # type: ignore[arg-type]
+    first = gate.claim(KEY, 0.1)  # due at once: at its slot, 1000.0
+    assert first.now + first.wait == pytest.approx(1000.0)
+    assert first.wait == pytest.approx(-0.004)  # the state was read 4 ms after the slot
+    second = gate.claim(KEY, 0.1)  # spaced 100 ms from the first's slot
+    assert second.now + second.wait == pytest.approx(1000.1)
+
+
 @pytest.mark.parametrize("bad", [{"held_cut": 0.0}, {"held_cut": 1.5}, {"decrease": 0.0},
                                  {"step_share": -0.1}, {"hold_seconds": float("nan")}])
 def test_aimd_settings_out_of_range_are_configuration_errors(bad: dict[str, float]) -> None:
