@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleetbench.proxy import Proxy, binary, parse_log
+from fleetbench.proxy import Proxy, binary
 
 __all__ = ["HAProxy", "haproxy_binary"]
 
@@ -86,17 +86,12 @@ class HAProxy(Proxy):
     def stdout_path(self) -> Path:
         return self.dir / "access.log"
 
-    def log(self, key: str) -> list[tuple[float, int, str]]:
-        path = self.dir / "access.log"
-        return parse_log([_seconds(line) for line in path.read_text().splitlines()]
-                         if path.exists() else [], key)
+    @staticmethod
+    def arrival_first(line: str) -> str:
+        """A log line with its arrival in seconds (HAProxy logs milliseconds).
 
-
-def _seconds(line: str) -> str:
-    """A log line with its arrival in seconds (HAProxy logs milliseconds).
-
-    >>> _seconds("1700000000123 429 k q")
-    '1700000000.123 429 k q'
-    """
-    head, _, rest = line.partition(" ")
-    return f"{int(head) / 1000:.3f} {rest}" if head.isdigit() else line
+        >>> HAProxy.arrival_first("1700000000123 429 k q")
+        '1700000000.123 429 k q'
+        """
+        head, _, rest = line.partition(" ")
+        return f"{int(head) / 1000:.3f} {rest}" if head.isdigit() else line

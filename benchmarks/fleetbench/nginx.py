@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleetbench.proxy import Proxy, binary, parse_log
+from fleetbench.proxy import Proxy, binary
 
 __all__ = ["Nginx", "nginx_binary"]
 
@@ -75,20 +75,15 @@ class Nginx(Proxy):
     def command(self) -> list[str]:
         return [self.binary, "-p", str(self.dir), "-e", str(self.dir / "error.log"), "-c", str(self.config)]
 
-    def log(self, key: str) -> list[tuple[float, int, str]]:
-        path = self.dir / "access.log"
-        return parse_log([_arrival(line) for line in path.read_text().splitlines()]
-                         if path.exists() else [], key)
+    @staticmethod
+    def arrival_first(line: str) -> str:
+        """An access log line with its arrival (``$msec`` less ``$request_time``) first.
 
-
-def _arrival(line: str) -> str:
-    """An access log line with its arrival (``$msec`` less ``$request_time``) first.
-
-    >>> _arrival("100.250 0.050 200 k q")
-    '100.2000 200 k q'
-    """
-    parts = line.split(" ", 2)
-    try:
-        return f"{float(parts[0]) - float(parts[1]):.4f} {parts[2]}"
-    except (ValueError, IndexError):
-        return line
+        >>> Nginx.arrival_first("100.250 0.050 200 k q")
+        '100.2000 200 k q'
+        """
+        parts = line.split(" ", 2)
+        try:
+            return f"{float(parts[0]) - float(parts[1]):.4f} {parts[2]}"
+        except (ValueError, IndexError):
+            return line

@@ -85,9 +85,17 @@ class Proxy:
         """Where the proxy's standard output goes (``None``: nowhere)."""
         return None
 
+    @staticmethod
+    def arrival_first(line: str) -> str:
+        """One line of the access log as ``ARRIVAL STATUS KEY QUERY`` (see ``parse_log``)."""
+        return line
+
     def log(self, key: str) -> list[tuple[float, int, str]]:
-        """``(arrival, status, address)`` of every request with ``key``, in arrival order."""
-        raise NotImplementedError
+        """``(arrival, status, address)`` of every request with ``key``, in arrival order
+        (from ``access.log`` in the proxy's directory)."""
+        path = self.dir / "access.log"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return parse_log([self.arrival_first(line) for line in lines], key)
 
     def __enter__(self) -> Proxy:
         path = self.stdout_path()

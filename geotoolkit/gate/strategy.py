@@ -300,15 +300,15 @@ class FleetGate:
             Reserve(sent_key(key), interval, FAR), ReadState(key), self._read_state_value(key),
             ReadCounters(sent_key(key), (_PUSHED,))])
         factor = self._learn(key, values)[1].factor
-        self._realign(key, slot.wait, state, factor, values.get(self._name(key) + _ALIGNED))
         # The wait to the slot's own instant from the state's reading: a store that runs
         # the operations one statement after another (PostgreSQL) reads its clock for each,
         # and a state read a few milliseconds after the slot must not make the send that
         # much later than the slot the next claim is spaced from (0.3 ms apart on an idle
         # server; most likely why a send left 4.1 ms after its slot under load, and the next
         # one reached a limiter without burst 96.9 ms after it at 101 ms spacing).
-        return Claim(slot.now + slot.wait - state.now, state.now, state.pause_until, state.epoch,
-                     factor, pushed=_pushed(pushed))
+        wait = slot.now + slot.wait - state.now
+        self._realign(key, wait, state, factor, values.get(self._name(key) + _ALIGNED))
+        return Claim(wait, state.now, state.pause_until, state.epoch, factor, pushed=_pushed(pushed))
 
     def push(self, key: str, seconds: float) -> None:
         """A send left ``seconds`` late: space the fleet's next claim that much later, and
