@@ -254,7 +254,13 @@ class Aimd:
     the pace its successes kept up over the recent window, or over its best two whole
     seconds since the previous event, as a floor (a 429 of jitter after seconds of
     clean answers is not a limit at half the pace). At most one cut
-    per ``hold_seconds``.
+    per ``hold_seconds``. The count reads a limiter that stores nothing; one that refills
+    during the pause (a token bucket, a window) lets a burst through after it, and the
+    count reads that as a pace a few per cent over the limit. So a cut the count set that
+    stood and is refused again at its own level (the count misread) goes at least as deep
+    as the whole cycle since the previous event reads: the successes over its time,
+    pause included, against the pace, ``below_ceiling`` under it (still at most
+    ``decrease``; the floor still holds). Over a cycle such a limiter passes its rate.
 
     One 429 cannot tell a limit from jitter (a cold fleet's first sends bunch), so
     after the first 429 in ``probe_after_seconds`` the factor at the event is a

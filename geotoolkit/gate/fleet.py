@@ -97,7 +97,7 @@ class AimdState:
     the level successes climb back to quickly (just under the ceiling an isolated
     429 found); above it they only probe slowly (see ``Aimd``).
 
-    >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5, 0.9)
+    >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5, 0.9, counted=True)
     >>> AimdState.from_text(state.to_text()) == state
     True
     >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
@@ -124,6 +124,9 @@ class AimdState:
     #: over it again, the fleet goes back to it (the halves could close in on a level over
     #: the limit for ever).
     halved: bool = False
+    #: The factor is a cut the count of an event set (not a return to where a climb began,
+    #: nor lifted by what the fleet sustained): refused at it again, the count misread.
+    counted: bool = False
 
     @property
     def slot_factor(self) -> float:
@@ -142,7 +145,7 @@ class AimdState:
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
                            self.target, self.ok_at, self.base, self.ceiling, self.held,
-                           self.halved])
+                           self.halved, self.counted])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
@@ -154,10 +157,11 @@ class AimdState:
             ceiling = _factor(rest[3]) if len(rest) > 3 else None
             held = _factor(rest[4]) if len(rest) > 4 else None
             halved = len(rest) > 5 and rest[5] is True
+            counted = len(rest) > 6 and rest[6] is True
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
-                       _instant(increased), target, ok_at, base, ceiling, held, halved)
+                       _instant(increased), target, ok_at, base, ceiling, held, halved, counted)
         except (TypeError, ValueError):
             return cls()
 
@@ -201,7 +205,9 @@ class AimdState:
             factor *= 1.0 + aimd.growth_per_second * credit
         elif self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds:
             factor *= 1.0 + aimd.increase_per_second * credit
-        return replace(self, factor=min(max_factor, factor), increased_at=now)
+        factor = min(max_factor, factor)
+        return replace(self, factor=factor, increased_at=now,
+                       counted=self.counted and factor == self.factor)
 
     def _step(self, now: float, reached: float, aimd: Aimd) -> AimdState | None:
         """At ``reached`` (the target of a climb) with a ``ceiling`` refused in the last
@@ -230,7 +236,8 @@ class AimdState:
 
     def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
                   sends: float, discovering: bool = False, ok: int | None = None,
-                  floor: float = 0.0, refused: float | None = None) -> AimdState:
+                  floor: float = 0.0, refused: float | None = None,
+                  cycle: float | None = None) -> AimdState:
         """A 429 at ``now`` while the pause before it ran until ``previous_until``.
 
         During a pause it is part of the burst that published it: nothing changes.
@@ -250,6 +257,14 @@ class AimdState:
         (a send's slot is reserved up to one interval per worker ahead, so while the
         factor climbs the refused pace is lower than the factor now): the event is at that
         factor (at most the current one), the ceiling too.
+        ``cycle``: the share of the pace at the event the fleet's successes kept up since
+        the previous event, its pause included. Refused again at a cut that stood, the
+        count read the limiter wrong: a token bucket or a window refills during the pause,
+        and the burst it then lets through reads as a pace just over the limit (cuts of
+        3-5 %, each a pause). Over a whole cycle, pause included, such a limiter passes
+        exactly its rate, and one that stores nothing passes less: the cut goes at least
+        as deep as the cycle reads (still at most ``Aimd.decrease``; the ``floor`` still
+        holds it up where the fleet was answered at its pace).
         Its ``held`` is the level a climb refused above its base showed to hold: refused over
         it at a level nothing proved, the fleet goes at most halfway back to it, and refused
         over it again, back to it; refused at it, at most to ``Aimd.held_cut`` of it.
@@ -274,6 +289,11 @@ class AimdState:
         (0.98, 0.98)
         >>> AimdState(throttled_at=9.0).throttled(10.0, 11.0, 12.0, a, 5).throttled_at   # in a pause
         9.0
+        >>> stood = AimdState(0.86, throttled_at=7.0, target=0.86, counted=True)  # a count's cut
+        >>> round(stood.throttled(9.4, 8.0, 10.4, a, sends=23).factor, 3)      # the count: 4 %
+        0.823
+        >>> round(stood.throttled(9.4, 8.0, 10.4, a, sends=23, cycle=0.59).factor, 3)  # the cycle
+        0.497
         """
         if now < previous_until:
             return self
@@ -288,6 +308,16 @@ class AimdState:
         multiplier = aimd.cut(sends)
         if discovering and self.throttled_at is None:
             multiplier = min(multiplier, aimd.discover_cut)
+        # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after
+        # the first in a while the fleet climbs back to just under where it came. Another
+        # within ``probe_after_seconds`` (while climbing back, or after) shows the limit
+        # is real, and so does one while discovering: then the cut stands.
+        first = self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds
+        if (cycle is not None and math.isfinite(cycle) and cycle > 0 and not first
+                and self.counted and self.base is None and not discovering):
+            # Refused again at a count's cut that stood: what the whole cycle passed.
+            multiplier = max(aimd.decrease,
+                             min(multiplier, cycle * (1.0 - aimd.below_ceiling)))
         proposed = at * multiplier
         climbing = self.target is not None and self.factor < self.target
         settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
@@ -317,19 +347,15 @@ class AimdState:
             pinned = held  # refused over it again: back to it
         sustained = self.factor * min(floor, 1.0 - aimd.below_ceiling)
         factor = pinned if pinned is not None else max(aimd.min_factor, proposed, sustained)
-        # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after
-        # the first in a while the fleet climbs back to just under where it came. Another
-        # within ``probe_after_seconds`` (while climbing back, or after) shows the limit
-        # is real, and so does one while discovering: then the cut stands.
-        first = self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds
         doubt = first and not (discovering and self.throttled_at is None)
         # Refused at this factor: the ceiling, the lowest refused since the last calm.
         # (Discovering, the growth found it: the cut stands, as it does after a calm.)
         ceiling: float | None = None
         if not discovering:
             ceiling = at if first or self.ceiling is None else min(self.ceiling, at)
+        counted = pinned is None and math.isclose(factor, at * multiplier)
         cut = replace(state, factor=factor, decreased_at=now, increased_at=climb, ceiling=ceiling,
-                      held=held, halved=halved)
+                      held=held, halved=halved, counted=counted)
         if doubt:
             target = max(factor, at * (1.0 - aimd.below_ceiling))
             return replace(cut, target=target, base=factor, held=None, halved=False)

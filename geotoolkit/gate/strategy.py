@@ -467,8 +467,14 @@ class FleetGate:
         # meanwhile is found by the next 429.)
         best = best_pace(state.now, aimd.throttled_at, counters) * BEST_PACE_SHARE
         sustained = max(sustained, best / per_second)
+        # What the fleet got over the cycle since the previous event, its pause included.
+        cycle: float | None = None
+        if (ok is not None and aimd.ok_at is not None and ok >= aimd.ok_at
+                and aimd.throttled_at is not None and state.now > aimd.throttled_at):
+            cycle = (ok - aimd.ok_at) / (state.now - aimd.throttled_at) / per_second
         return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
-                              discovering=discovering, ok=ok, floor=sustained, refused=refused)
+                              discovering=discovering, ok=ok, floor=sustained, refused=refused,
+                              cycle=cycle)
 
     def _throttle_again(self, key: str, state: StoreState, seconds: float,
                         counters: Mapping[str, int], refused: float | None = None,

@@ -15,6 +15,7 @@ from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import Aimd, Cap, Report, gate_key
 from geotoolkit.gate.fleet import (
     AIMD,
+    OK,
     SETTLE_SECONDS,
     SLOTS,
     WINDOW_SECONDS,
@@ -25,7 +26,7 @@ from geotoolkit.gate.fleet import (
     window_totals,
 )
 from geotoolkit.gate.memory import MemoryStore
-from geotoolkit.gate.primitives import Op
+from geotoolkit.gate.primitives import Op, ReadCounters
 from geotoolkit.gate.strategy import BEST_PACE_SHARE, FleetGate, fleet_key
 
 KEY = gate_key("api.example.com", "sk-test")
@@ -67,15 +68,18 @@ def test_the_aimd_steps_with_plain_numbers() -> None:
     a = Aimd(decrease=0.5, hold_seconds=1.0, climb_after_seconds=3.0, recover_seconds=2.0,
              increase_per_second=0.1, probe_after_seconds=0.0, below_ceiling=0.01)
     deep = AimdState().throttled(100.0, 0.0, 101.0, a, sends=5)  # refused after 5 successes
-    assert deep == AimdState(0.8, 100.0, 100.0, 104.0, 0.99, base=0.8, ceiling=1.0)  # ~4/5, or jitter
+    # ~4/5, or jitter
+    assert deep == AimdState(0.8, 100.0, 100.0, 104.0, 0.99, base=0.8, ceiling=1.0, counted=True)
     again = deep.throttled(110.0, 101.0, 111.0, Aimd(decrease=0.5), sends=10)  # within a minute:
     assert (again.factor, again.target) == (pytest.approx(0.72), pytest.approx(0.72))  # stands
     assert again.ceiling == 0.8  # (within 15 % of where it was refused: no steps up to it)
     # Refused after 20: just over (or jitter): back to just under 1.0 from 101 + 3 s.
     cut = AimdState(1.0).throttled(100.0, 0.0, 101.0, a, sends=20)
-    assert cut == AimdState(0.95, 100.0, 100.0, 104.0, 0.99, base=0.95, ceiling=1.0)
+    assert cut == AimdState(0.95, 100.0, 100.0, 104.0, 0.99, base=0.95, ceiling=1.0,
+                           counted=True)
     held = cut.throttled(100.5, 100.4, 103.0, a, 0)  # within the hold: no cut, no climb yet
-    assert held == AimdState(0.95, 100.0, 100.5, 106.0, 0.99, base=0.95, ceiling=1.0)
+    assert held == AimdState(0.95, 100.0, 100.5, 106.0, 0.99, base=0.95, ceiling=1.0,
+                            counted=True)
     assert cut.throttled(101.0, 101.5, 103.0, a, 0) is cut  # during a pause: the same burst
     assert cut.credited(103.0, 5, a) is cut  # not yet: the pause, then the climb's hold
     up = cut.credited(105.0, 5, a)  # one second of climbing: half the way (2 s)
@@ -339,6 +343,35 @@ def test_a_429_soon_after_a_cold_cut_does_not_undo_seconds_answered_near_the_pac
     assert back == pytest.approx(0.98)  # climbed back
     gate.pause(KEY, 1.0, rate_limited=True)  # 5 s after the cut: would return to 0.5
     assert gate.stats(KEY).rate_factor == pytest.approx(back * 8 * BEST_PACE_SHARE / (10 * back))
+
+
+def test_refused_again_at_a_cut_that_stood_the_cut_reads_the_whole_cycle() -> None:
+    """A token bucket (10 tokens, 10/s) under a fleet configured at 20/s: each 1 s pause
+    refills the bucket, the fleet spends it at 17/s and is refused 1.4 s later, after 24
+    successes. Counted, that reads as a pace 4 % over the limit, and every cycle cut 4 %
+    (measured: seven 429s a run). Over the whole cycle, pause included, the bucket passed
+    10/s: refused again at a cut that stood, the fleet goes there."""
+    server = ServerLike(FakeClock(start=MIDNIGHT + 0.5))
+    clock = server.inner.clock
+    gate = _gate(server, local=clock)  # type: ignore[arg-type]
+    gate.reserve(KEY, 0.05)  # configured at 20/s
+    gate.record(KEY, Report(20, 20))  # answers long ago: the window holds only the cycle
+    clock.advance(WINDOW_SECONDS + 1.0)  # type: ignore[attr-defined]
+    ok = int(server.inner.run([ReadCounters(KEY, (OK,))])[0][OK])
+    now = clock.now()  # type: ignore[attr-defined]
+    stood = AimdState(0.86, now, now, now + 2.0, target=0.86, ok_at=ok, ceiling=0.88,
+                      counted=True)
+    server.inner.set_value(fleet_key(KEY), AIMD, stood.to_text(), ttl_seconds=60)
+    clock.advance(1.0)  # type: ignore[attr-defined]  # the pause
+    for answered in (12, 12):  # the refilled bucket, spent at 17/s
+        clock.advance(0.7)  # type: ignore[attr-defined]
+        gate.record(KEY, Report(answered, answered))
+    gate.pause(KEY, 1.0, rate_limited=True)
+    factor = gate.stats(KEY).rate_factor
+    assert Aimd().cut(23) * 0.86 > 0.82  # what the count alone reads
+    # 24 successes in 2.4 s: 10/s, 0.58 of the 17.2/s the fleet was paced at, 2 % under.
+    assert factor == pytest.approx(0.86 * 24 / 2.4 / 17.2 * 0.98, rel=0.02)
+    assert factor * 20 < 10.0  # under the bucket's rate
 
 
 def test_a_claim_stands_when_its_realignment_fails() -> None:
