@@ -390,6 +390,48 @@ class LeakyBucket:
         return sum(1 for _, s in self.log if s == status)
 
 
+class TokenBucket:
+    """A token bucket: ``capacity`` tokens, refilled at ``rate`` per second, one a request;
+    Retry-After: until the next token, in whole seconds."""
+
+    def __init__(self, clock: FakeClock, rate: float, capacity: float) -> None:
+        self.clock, self.rate, self.capacity = clock, rate, capacity
+        self.tokens, self.at = capacity, clock.now()
+        self.log: list[tuple[float, int]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        now = self.clock.now()
+        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1.0:
+            self.log.append((now, 429))
+            wait = (1.0 - self.tokens) / self.rate
+            return httpx.Response(429, headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        self.tokens -= 1.0
+        self.log.append((now, 200))
+        return httpx.Response(200, json=MATCH)
+
+    def count(self, status: int) -> int:
+        return sum(1 for _, s in self.log if s == status)
+
+
+def test_configured_at_twice_a_token_bucket_the_fleet_finds_its_rate_in_a_few_429s() -> None:
+    """Each 1 s pause refills the bucket, and the burst it lets through after the pause
+    reads, counted, as a pace a few per cent over the limit: every 429 cut 4-5 %
+    (measured: 13 429s in this run, 22 over 2000 rows). Refused again at a count's cut
+    that stood, the fleet reads the whole cycle since the 429 before instead: 7 (9 over
+    2000 rows; the rest are steps back toward the ceiling, and the floor of what the
+    fleet sustained, which the bucket's first ten tokens lift over its rate)."""
+    clock = FakeClock(start=1_000_000.0)
+    bucket = TokenBucket(clock, rate=10.0, capacity=10.0)
+    outcomes = asyncio.run(engine(clock, bucket, MemoryGate(clock=clock),
+                                  rate=RatePolicy(rate=20.0)).run(queries(400)))
+    assert all(o.status == "matched" for o in outcomes)
+    assert bucket.count(429) <= 8
+    ok = [t for t, s in bucket.log if s == 200]
+    assert (len(ok) - 1) / (ok[-1] - ok[0]) / 10.0 >= 0.9  # most of the bucket's rate
+
+
 def test_with_no_rate_the_fleet_discovers_it_and_the_next_run_starts_there() -> None:
     clock = FakeClock(start=1_000_000.0)
     limiter = LeakyBucket(clock, rate=5.0)  # a self-hosted instance: nobody says 5/s
