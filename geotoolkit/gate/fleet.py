@@ -294,6 +294,8 @@ class AimdState:
         0.823
         >>> round(stood.throttled(9.4, 8.0, 10.4, a, sends=23, cycle=0.59).factor, 3)  # the cycle
         0.497
+        >>> round(stood.throttled(9.4, 8.0, 10.4, a, 23, cycle=0.59, refused=0.8).factor, 3)
+        0.497
         """
         if now < previous_until:
             return self
@@ -315,9 +317,11 @@ class AimdState:
         first = self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds
         if (cycle is not None and math.isfinite(cycle) and cycle > 0 and not first
                 and self.counted and self.base is None and not discovering):
-            # Refused again at a count's cut that stood: what the whole cycle passed.
+            # Refused again at a count's cut that stood: what the whole cycle passed (a share
+            # of the pace at the factor; the event is at ``at``, its refused send's pace).
+            passed = cycle * self.factor / at
             multiplier = max(aimd.decrease,
-                             min(multiplier, cycle * (1.0 - aimd.below_ceiling)))
+                             min(multiplier, passed * (1.0 - aimd.below_ceiling)))
         proposed = at * multiplier
         climbing = self.target is not None and self.factor < self.target
         settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
