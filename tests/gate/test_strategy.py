@@ -372,6 +372,12 @@ def test_refused_again_at_a_cut_that_stood_the_cut_reads_the_whole_cycle() -> No
     # 24 successes in 2.4 s: 10/s, 0.58 of the 17.2/s the fleet was paced at, 2 % under.
     assert factor == pytest.approx(0.86 * 24 / 2.4 / 17.2 * 0.98, rel=0.02)
     assert factor * 20 < 10.0  # under the bucket's rate
+    # A level the count did not set (a climb's start, a step's return) says nothing of the
+    # count when it is refused: the count decides (measured: another client's 40 % on a
+    # 1 s window, a step's return cut to 0.73 of itself by the cycle, its pause included).
+    returned = replace(stood, counted=False)
+    again = returned.throttled(now + 3.4, now + 1.0, now + 4.4, Aimd(), sends=23, cycle=0.5)
+    assert again.factor == pytest.approx(0.86 * Aimd().cut(23))
 
 
 def test_a_claim_stands_when_its_realignment_fails() -> None:
