@@ -445,10 +445,12 @@ class FleetGate:
             interval, discovering = self._paces.get(key, (0.0, False))
         resumed = max(state.pause_until, aimd.throttled_at or 0.0)
         ok = counters.get(OK)
-        if ok is not None and aimd.ok_at is not None and ok >= aimd.ok_at:
-            sends = float(ok - aimd.ok_at)  # counted since the last event
-        else:  # the first event (or the fleet stopped meanwhile): what the window shows
-            sends = float(successes_since(state.now, resumed, counters))
+        # The successes counted since the last event (None: the first event, or the fleet
+        # stopped meanwhile and its counter expired).
+        since = ok - aimd.ok_at if ok is not None and aimd.ok_at is not None else None
+        since = since if since is not None and since >= 0 else None
+        sends = float(since if since is not None  # else what the window shows
+                      else successes_since(state.now, resumed, counters))
         # A limiter with a burst drained it during the pause (or before the start): the
         # first answer after it was free, not evidence of the pace it admits.
         sends = max(0.0, sends - 1.0)
@@ -469,9 +471,8 @@ class FleetGate:
         sustained = max(sustained, best / per_second)
         # What the fleet got over the cycle since the previous event, its pause included.
         cycle: float | None = None
-        if (ok is not None and aimd.ok_at is not None and ok >= aimd.ok_at
-                and aimd.throttled_at is not None and state.now > aimd.throttled_at):
-            cycle = (ok - aimd.ok_at) / (state.now - aimd.throttled_at) / per_second
+        if since is not None and aimd.throttled_at is not None and state.now > aimd.throttled_at:
+            cycle = since / (state.now - aimd.throttled_at) / per_second
         return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                               discovering=discovering, ok=ok, floor=sustained, refused=refused,
                               cycle=cycle)

@@ -26,6 +26,7 @@ from geotoolkit.gate.strategy import fleet_key
 from geotoolkit.progress import BatchFinished, Event, FleetSampled
 from geotoolkit.providers import Nominatim
 from geotoolkit.results import Outcome
+from geotoolkit.testing.limiters import Limiter, make_limiter
 
 MATCH = [{"lat": "47.14", "lon": "9.52", "display_name": "Vaduz"}]
 
@@ -390,25 +391,20 @@ class LeakyBucket:
         return sum(1 for _, s in self.log if s == status)
 
 
-class TokenBucket:
-    """A token bucket: ``capacity`` tokens, refilled at ``rate`` per second, one a request;
-    Retry-After: until the next token, in whole seconds."""
+class Limited:
+    """A transport in front of one of the simulator's limiters (``geotoolkit.testing.limiters``)
+    on the fake clock: a 429 with its ``Retry-After``; logs (virtual time, status)."""
 
-    def __init__(self, clock: FakeClock, rate: float, capacity: float) -> None:
-        self.clock, self.rate, self.capacity = clock, rate, capacity
-        self.tokens, self.at = capacity, clock.now()
+    def __init__(self, clock: FakeClock, limiter: Limiter) -> None:
+        self.clock, self.limiter = clock, limiter
         self.log: list[tuple[float, int]] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         now = self.clock.now()
-        self.tokens = min(self.capacity, self.tokens + (now - self.at) * self.rate)
-        self.at = now
-        if self.tokens < 1.0:
-            self.log.append((now, 429))
-            wait = (1.0 - self.tokens) / self.rate
-            return httpx.Response(429, headers={"Retry-After": str(max(1, math.ceil(wait)))})
-        self.tokens -= 1.0
-        self.log.append((now, 200))
+        verdict = self.limiter.admit(None, now)
+        self.log.append((now, 200 if verdict.admitted else 429))
+        if not verdict.admitted:
+            return httpx.Response(429, headers={"Retry-After": str(verdict.retry_after)})
         return httpx.Response(200, json=MATCH)
 
     def count(self, status: int) -> int:
@@ -423,7 +419,7 @@ def test_configured_at_twice_a_token_bucket_the_fleet_finds_its_rate_in_a_few_42
     2000 rows; the rest are steps back toward the ceiling, and the floor of what the
     fleet sustained, which the bucket's first ten tokens lift over its rate)."""
     clock = FakeClock(start=1_000_000.0)
-    bucket = TokenBucket(clock, rate=10.0, capacity=10.0)
+    bucket = Limited(clock, make_limiter("token-bucket", 10.0, burst=10))
     outcomes = asyncio.run(engine(clock, bucket, MemoryGate(clock=clock),
                                   rate=RatePolicy(rate=20.0)).run(queries(400)))
     assert all(o.status == "matched" for o in outcomes)
