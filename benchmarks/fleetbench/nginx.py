@@ -1,11 +1,13 @@
-"""A real nginx ``limit_req`` on loopback, in front of the provider simulator.
+"""A real nginx ``limit_req`` on loopback, in front of the provider simulator (or of a
+real Nominatim, ``benchmarks/nominatim_fleet.py``).
 
 Started from a generated configuration in a temporary directory, bound to 127.0.0.1
 only, in the foreground (``daemon off``), stopped at the end of the block. The zone is
-keyed on the API key (``$arg_key``), at the cell's rate, with ``burst=B nodelay`` (or
-no burst), answering 429 (nginx sends no ``Retry-After``). Its access log, written
-unbuffered, is the limiter's own record of every request: arrival time (``$msec``
-less ``$request_time``, millisecond resolution), status, key and address.
+keyed on the API key (``$arg_key``; or another variable, ``zone_key``), at the cell's
+rate, with ``burst=B nodelay`` (or no burst), answering 429 (nginx sends no
+``Retry-After``). Its access log, written unbuffered, is the limiter's own record of
+every request: arrival time (``$msec`` less ``$request_time``, millisecond resolution),
+status, key and address.
 
 Install it with ``apt-get install -y nginx-light`` (Debian; ``nginx`` works too).
 """
@@ -32,8 +34,8 @@ http {{
     fastcgi_temp_path {dir}/tmp/fastcgi;
     uwsgi_temp_path {dir}/tmp/uwsgi;
     scgi_temp_path {dir}/tmp/scgi;
-    log_format bench '$msec $request_time $status $arg_key $arg_q';
-    limit_req_zone $arg_key zone=bench:1m rate={rate};
+    log_format bench '$msec $request_time $status {zone_key} $arg_q';
+    limit_req_zone {zone_key} zone=bench:1m rate={rate};
     limit_req_status 429;
     upstream simulator {{ server 127.0.0.1:{upstream}; keepalive 32; }}
     server {{
@@ -61,15 +63,20 @@ def _rate(rate: float) -> str:
 
 
 class Nginx(Proxy):
-    """nginx in front of ``127.0.0.1:upstream``, limiting each key to ``rate`` with ``burst``."""
+    """nginx in front of ``127.0.0.1:upstream``, limiting each key to ``rate`` with ``burst``.
+
+    ``zone_key``: what a key is, an nginx variable (``$arg_key``: the API key parameter;
+    ``$remote_addr``: each client address, for a provider without keys such as Nominatim).
+    """
 
     name, package = "nginx", "nginx-light"
 
-    def __init__(self, upstream: int, rate: float, burst: int, workdir: Path) -> None:
+    def __init__(self, upstream: int, rate: float, burst: int, workdir: Path,
+                 zone_key: str = "$arg_key") -> None:
         super().__init__(upstream, workdir)
         self.config = self.dir / "nginx.conf"
         self.config.write_text(_CONFIG.format(
-            dir=self.dir, rate=_rate(rate), upstream=upstream, port=self.port,
+            dir=self.dir, rate=_rate(rate), upstream=upstream, port=self.port, zone_key=zone_key,
             burst=f" burst={burst}" if burst else ""))
 
     def command(self) -> list[str]:

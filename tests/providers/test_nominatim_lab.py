@@ -1,0 +1,120 @@
+"""Opt-in checks against a real Nominatim on loopback: skipped unless
+``GEOTOOLKIT_TEST_NOMINATIM_URL`` is set.
+
+Start one with ``bash benchmarks/nominatim/lab.sh`` (Nominatim 5.3.3 with its own API test
+data, Liechtenstein; about a minute the first time), then::
+
+    GEOTOOLKIT_TEST_NOMINATIM_URL=http://127.0.0.1:8088 \
+        python3 -m pytest tests/providers/test_nominatim_lab.py
+
+The expected points are the address points that Nominatim imported
+(``fixtures/nominatim_lab/liechtenstein.csv``). Never on the internet: the URL must be
+a loopback one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import geopandas as gpd
+import pandas as pd
+import pytest
+
+import geotoolkit  # noqa: F401  (registers the .geocode accessor)
+from geotoolkit import Failure, Match, NoMatch, geocode
+from geotoolkit.providers import Nominatim
+
+URL = os.environ.get("GEOTOOLKIT_TEST_NOMINATIM_URL", "")
+AGENT = "geotoolkit-tests/1.0 (tests@example.org)"
+ADDRESSES = Path(__file__).parent / "fixtures" / "nominatim_lab" / "liechtenstein.csv"
+
+pytestmark = [
+    pytest.mark.nominatim_lab,
+    pytest.mark.skipif(not URL, reason="set GEOTOOLKIT_TEST_NOMINATIM_URL (benchmarks/nominatim/lab.sh)"),
+]
+
+
+@pytest.fixture(scope="module")
+def nominatim() -> Nominatim:
+    host = urlsplit(URL).hostname
+    assert host in ("127.0.0.1", "localhost", "::1"), f"not a loopback Nominatim: {URL}"
+    return Nominatim(URL, user_agent=AGENT)
+
+
+@pytest.fixture(scope="module")
+def sample() -> pd.DataFrame:
+    """Every tenth address of the file: 40 real ones, the expected point as numbers."""
+    frame = pd.read_csv(ADDRESSES, dtype={"address": str})
+    return frame.iloc[::10].reset_index(drop=True)
+
+
+def _metres(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
+    """Equirectangular distance, fine over a few hundred metres."""
+    x = math.radians(lon2 - lon1) * math.cos(math.radians((lat1 + lat2) / 2))
+    return 6_371_000.0 * math.hypot(x, math.radians(lat2 - lat1))
+
+
+def test_real_addresses_land_on_their_address_points(nominatim: Nominatim,
+                                                     sample: pd.DataFrame) -> None:
+    out = sample.geocode.run("address", provider=nominatim, gate="memory://", rate=50.0,
+                             progress=None)
+    assert isinstance(out, gpd.GeoDataFrame) and out.crs.to_epsg() == 4326
+    assert len(out) == len(sample) and (out.index == sample.index).all()
+    assert set(out.geocode_status) <= {"matched", "no_match"}  # nothing failed
+    matched = out[out.geocode_status == "matched"]
+    assert len(matched) >= 0.9 * len(sample)
+    assert (matched.geocode_precision == "address").all()
+    # Points built as (lon, lat): x is the longitude Nominatim gave, y the latitude.
+    assert (matched.geometry.x == matched.lon).all() and (matched.geometry.y == matched.lat).all()
+    off = [_metres(r.lon, r.lat, r.expected_lon, r.expected_lat) for r in matched.itertuples()]
+    assert sorted(off)[len(off) // 2] < 25.0, off   # the median lands on the address point
+    assert max(off) < 1_000.0, off                  # and none leaves its neighbourhood
+
+
+def test_no_match_is_a_dead_letter_after_one_request(nominatim: Nominatim) -> None:
+    # Two house numbers in one tag, as the data has them: Nominatim finds nothing.
+    out = geocode(["Städtle 33;31, 9490 Vaduz", "zzqxj nowhere 99999"], provider=nominatim,
+                  gate="memory://", rate=50.0)
+    assert all(isinstance(o, NoMatch) for o in out), out
+    assert [o.attempts for o in out] == [1, 1]
+
+
+def test_reverse_finds_the_address_at_its_point(nominatim: Nominatim,
+                                                sample: pd.DataFrame) -> None:
+    points = sample.head(10)
+    out = points.geocode.reverse(lon="expected_lon", lat="expected_lat", provider=nominatim,
+                                 gate="memory://", rate=50.0, progress=None)
+    assert (out.geocode_status == "matched").all(), out.geocode_reason.tolist()
+    for row in out.itertuples():
+        street, number = row.address.split(",")[0].rsplit(" ", 1)
+        assert street in row.geocode_label and number in row.geocode_label, (row.address,
+                                                                             row.geocode_label)
+        assert row.geocode_distance_m < 50.0
+
+
+def test_hostile_text_ends_as_a_result_never_an_exception(nominatim: Nominatim) -> None:
+    texts = ["Vaduz 😀", "Balzers\nLiechtenstein", "Triesenberg\tLI", '"Quoted", Vaduz',
+             "Landstrasse 151, Schaan; DROP TABLE x", "x" * 3000, "   ", "47.14, 9.52"]
+    out = geocode(texts, provider=nominatim, gate="memory://", rate=50.0)
+    assert len(out) == len(texts)
+    by_text = dict(zip(texts, out, strict=True))
+    assert isinstance(by_text["Vaduz 😀"], Match)
+    assert isinstance(by_text["Balzers\nLiechtenstein"], Match)
+    too_long = by_text["x" * 3000]
+    assert isinstance(too_long, Failure) and too_long.attempts == 0  # refused before sending
+    assert "too long" in too_long.reason
+    assert isinstance(by_text["   "], Failure) and by_text["   "].attempts == 0
+    assert all(isinstance(o, Match | NoMatch | Failure) for o in out)
+
+
+def test_a_point_outside_the_expected_country_is_flagged(nominatim: Nominatim) -> None:
+    # The test data holds Autauga County, Alabama, too.
+    frame = pd.DataFrame({"address": ["Prattville, Alabama", "Vaduz"]})
+    out = frame.geocode.run("address", provider=nominatim, gate="memory://", rate=50.0,
+                            country="LI", progress=None)
+    assert out.geocode_status.tolist() == ["failed", "matched"]
+    assert "outside LI" in out.geocode_reason.iloc[0]
+    assert out.geometry.iloc[0] is None or out.geometry.iloc[0].is_empty
