@@ -13,8 +13,9 @@ answering 429 without ``Retry-After``), in front of a self-hosted Nominatim
 - ``remembered``: no rate again, on the gate ``discover`` left: it starts where that
   run settled.
 
-Every figure comes from nginx's access log: successes, 429s, and the utilisation
-``(S - 1) / (R * (last - first success))``; rows come from the GeoPackages (in = geocoded +
+Every figure comes from nginx's access log: successes, 429s, the utilisation
+``(S - 1) / (R * (last - first success))`` (``util``) and the same over the successes
+after the run's last 429 (``after``: where the fleet settled); rows come from the GeoPackages (in = geocoded +
 dead letters, or rows were lost)::
 
     bash benchmarks/nominatim/lab.sh &                     # a real Nominatim on :8088
@@ -90,7 +91,10 @@ def run(name: str, args: argparse.Namespace, nginx: Nginx, parts: list[Path], ga
     wall = time.monotonic() - started
     log = sorted(nginx.log("127.0.0.1"))[seen:]  # this run's requests: those after the last run's
     ok = [t for t, status, _ in log if status == 200]
-    refused = sum(1 for _, status, _ in log if status == 429)
+    refused_at = [t for t, status, _ in log if status == 429]
+    refused = len(refused_at)
+    # Where the fleet settled: the successes after its last 429 (all of them without one).
+    after = [t for t in ok if not refused_at or t > refused_at[-1]]
     settled = matched = 0
     for out, proc in procs:
         if proc.returncode != 0:
@@ -100,7 +104,8 @@ def run(name: str, args: argparse.Namespace, nginx: Nginx, parts: list[Path], ga
                 frame = pyogrio.read_dataframe(out, layer=layer, read_geometry=False)
                 settled += len(frame)
                 matched += int((frame.geocode_status == "matched").sum())
-    return {"util": utilisation(ok, args.rate), "ok": len(ok), "429": refused,
+    return {"util": utilisation(ok, args.rate), "after": utilisation(after, args.rate),
+            "ok": len(ok), "429": refused,
             "per_ok": refused / max(1, len(ok)), "matched": matched, "settled": settled,
             "wall": wall, "exit": max(codes)}
 
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} | nginx limit_req "
           f"{args.rate:g} r/s burst {args.burst} | K = {args.workers} CLI processes, one "
           f"SQLite gate | {len(rows)} rows | load {os.getloadavg()[0]:.2f}")
-    print(f"{'run':<11} {'util':>6} {'ok':>4} {'429':>4} {'429/ok':>7} {'matched':>7} "
+    print(f"{'run':<11} {'util':>6} {'after':>6} {'ok':>4} {'429':>4} {'429/ok':>7} {'matched':>7} "
           f"{'rows in/out':>11} {'wall s':>7} exit")
     with tempfile.TemporaryDirectory(prefix="geotoolkit-nominatim-") as tmp:
         workdir = Path(tmp)
@@ -124,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         with Nginx(upstream, args.rate, args.burst, workdir, zone_key="$remote_addr") as nginx:
             for name in args.runs.split(","):
                 f = run(name, args, nginx, parts, gates[name], workdir)
-                print(f"{name:<11} {f['util']:>6.3f} {f['ok']:>4} {f['429']:>4} {f['per_ok']:>7.3f} "
+                print(f"{name:<11} {f['util']:>6.3f} {f['after']:>6.3f} {f['ok']:>4} {f['429']:>4} "
+                      f"{f['per_ok']:>7.3f} "
                       f"{f['matched']:>7} {len(rows):>5}/{f['settled']:<5} {f['wall']:>7.1f} "
                       f"{f['exit']}", flush=True)
     return 0

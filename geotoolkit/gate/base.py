@@ -297,7 +297,10 @@ class Aimd:
     When no rate is configured (the fleet discovers it, see ``RatePolicy``), the
     factor is the rate itself in requests per second; until the first 429 it grows
     by ``growth_per_second`` of itself per second of successes, and that first 429
-    cuts by at least ``discover_cut`` (back under the rate where 429s began).
+    cuts by at least ``discover_cut`` (back under the rate where 429s began), and to at
+    most the pace the fleet was answered at over its best two seconds, just under it
+    (the rate grows ahead of the pace: slots are reserved a few ahead at the pace
+    before). The rate refused is then a ceiling the fleet steps toward, as above.
     """
 
     decrease: float = 0.5

@@ -237,7 +237,7 @@ class AimdState:
     def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
                   sends: float, discovering: bool = False, ok: int | None = None,
                   floor: float = 0.0, refused: float | None = None,
-                  cycle: float | None = None) -> AimdState:
+                  cycle: float | None = None, paced: float | None = None) -> AimdState:
         """A 429 at ``now`` while the pause before it ran until ``previous_until``.
 
         During a pause it is part of the burst that published it: nothing changes.
@@ -265,6 +265,12 @@ class AimdState:
         exactly its rate, and one that stores nothing passes less: the cut goes at least
         as deep as the cycle reads (still at most ``Aimd.decrease``; the ``floor`` still
         holds it up where the fleet was answered at its pace).
+        ``paced``: discovering, the share of the factor the fleet's successes kept up over
+        its best two whole seconds. The growth runs ahead of the pace (slots are reserved a
+        few ahead at the pace before: measured, four processes refused at a rate of 8.8/s
+        were sending 4.6/s to a limit of 5/s), so the first 429 cuts to at most that pace,
+        just under (and at most to ``Aimd.decrease``); the factor refused is the ceiling the
+        fleet steps toward, as after a cut that stands.
         Its ``held`` is the level a climb refused above its base showed to hold: refused over
         it at a level nothing proved, the fleet goes at most halfway back to it, and refused
         over it again, back to it; refused at it, at most to ``Aimd.held_cut`` of it.
@@ -310,6 +316,9 @@ class AimdState:
         multiplier = aimd.cut(sends)
         if discovering and self.throttled_at is None:
             multiplier = min(multiplier, aimd.discover_cut)
+            if paced is not None and math.isfinite(paced) and paced > 0:
+                kept = paced * self.factor / at * (1.0 - aimd.below_ceiling)
+                multiplier = min(multiplier, max(aimd.decrease, kept))
         # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after
         # the first in a while the fleet climbs back to just under where it came. Another
         # within ``probe_after_seconds`` (while climbing back, or after) shows the limit
@@ -353,10 +362,8 @@ class AimdState:
         factor = pinned if pinned is not None else max(aimd.min_factor, proposed, sustained)
         doubt = first and not (discovering and self.throttled_at is None)
         # Refused at this factor: the ceiling, the lowest refused since the last calm.
-        # (Discovering, the growth found it: the cut stands, as it does after a calm.)
-        ceiling: float | None = None
-        if not discovering:
-            ceiling = at if first or self.ceiling is None else min(self.ceiling, at)
+        # (Discovering, the growth found it: the cut stands, and the fleet steps toward it.)
+        ceiling = at if first or self.ceiling is None else min(self.ceiling, at)
         counted = pinned is None and math.isclose(factor, at * multiplier)
         cut = replace(state, factor=factor, decreased_at=now, increased_at=climb, ceiling=ceiling,
                       held=held, halved=halved, counted=counted)

@@ -473,9 +473,13 @@ class FleetGate:
         cycle: float | None = None
         if since is not None and aimd.throttled_at is not None and state.now > aimd.throttled_at:
             cycle = since / (state.now - aimd.throttled_at) / per_second
+        # Discovering, the pace the fleet was answered at before its first 429 (the growth
+        # of the factor runs ahead of it).
+        paced = (best_pace(state.now, None, counters) / per_second
+                 if discovering and aimd.throttled_at is None else None)
         return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                               discovering=discovering, ok=ok, floor=sustained, refused=refused,
-                              cycle=cycle)
+                              cycle=cycle, paced=paced)
 
     def _throttle_again(self, key: str, state: StoreState, seconds: float,
                         counters: Mapping[str, int], refused: float | None = None,

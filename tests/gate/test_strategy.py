@@ -134,9 +134,10 @@ def test_a_cut_that_stands_climbs_in_steps_toward_the_lowest_factor_refused() ->
     deeper = under.throttled(9.0, 7.0, 10.0, a, sends=0)
     assert (deeper.factor, deeper.ceiling) == (0.225, 0.45)
     assert deeper.target == pytest.approx(0.225 + (0.441 - 0.225) / 2)
-    # Steps are for a configured rate: discovering, the cut stands.
+    # Discovering too: the cut stands, and the rate refused is the ceiling it steps toward.
     discovered = replace(first, throttled_at=None).throttled(2.0, 1.0, 3.0, a, 0, discovering=True)
-    assert discovered.ceiling is None and discovered.target == discovered.factor
+    assert (discovered.factor, discovered.base, discovered.ceiling) == (0.25, 0.25, 0.5)
+    assert discovered.target == pytest.approx(0.25 + (0.49 - 0.25) / 2)
 
 
 def test_refused_at_a_lifted_cut_the_fleet_goes_halfway_back_to_the_level_that_held() -> None:
@@ -187,6 +188,34 @@ def test_discovery_grows_until_the_first_429_then_settles_under_it() -> None:
     settled = throttled.credited(12.5, 1, a, max_factor=1000.0)
     assert settled.factor == throttled.factor
     assert settled.credited(80.0, 1, a, max_factor=1000.0).factor > settled.factor
+
+
+def test_discovering_the_first_429_cuts_to_the_pace_the_fleet_kept_not_the_rate_it_grew_to() -> None:
+    """The discovered rate grows ahead of the fleet's pace (slots are reserved a few ahead
+    at the pace before): four processes were refused at 8.8/s while sending 4.6/s to a
+    real nginx limiting to 5/s, and a cut by 0.8 left them at 7.0/s, over the limit. The
+    cut goes to the pace they kept, just under, and the rate refused is the ceiling."""
+    a = Aimd(discover_cut=0.8, step_share=0.3, step_until=0.3, below_ceiling=0.02)
+    grown = AimdState(9.1, increased_at=17.0)
+    # Its best two seconds: 4.6/s, a share 0.505 of the rate it grew to.
+    cut = grown.throttled(17.7, 0.0, 18.7, a, sends=50, discovering=True, refused=8.79,
+                          paced=4.6 / 9.1)
+    assert cut.factor == pytest.approx(4.6 * 0.98)
+    assert cut.ceiling == 8.79 and cut.base == cut.factor
+    assert cut.target == pytest.approx(cut.factor + (8.79 * 0.98 - cut.factor) * 0.3)
+    # Without the pace, a cut by 0.8 of the rate refused (the old reading).
+    assert grown.throttled(17.7, 0.0, 18.7, a, sends=50, discovering=True,
+                           refused=8.79).factor == pytest.approx(0.8 * 8.79)
+    # A pace that says more than the 0.8 cut changes nothing; one that says almost
+    # nothing (no whole seconds counted yet) cuts at most to ``decrease``.
+    fast = AimdState(5.2, increased_at=17.0)
+    assert fast.throttled(17.7, 0.0, 18.7, a, sends=50, discovering=True,
+                          paced=0.99).factor == pytest.approx(0.8 * 5.2)
+    assert grown.throttled(17.7, 0.0, 18.7, a, sends=50, discovering=True,
+                           paced=0.01).factor == pytest.approx(0.5 * 9.1)
+    # Not discovering, or not the first 429: the pace is not read.
+    assert grown.throttled(17.7, 0.0, 18.7, a, sends=50, paced=0.5).factor == pytest.approx(
+        grown.throttled(17.7, 0.0, 18.7, a, sends=50).factor)
 
 
 def test_the_window_counts_one_second_buckets() -> None:
