@@ -370,27 +370,6 @@ def test_a_check_back_before_the_slot_is_repeated_at_the_slot() -> None:
     assert all(early < at for early, at in zip(checks[0::2], checks[1::2], strict=True))
 
 
-class LeakyBucket:
-    """nginx ``limit_req`` with ``burst`` and ``nodelay`` (GCRA), Retry-After: 1."""
-
-    def __init__(self, clock: FakeClock, rate: float, burst: int = 1) -> None:
-        self.clock, self.interval, self.tolerance, self.tat = clock, 1 / rate, burst / rate, 0.0
-        self.log: list[tuple[float, int]] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        now = self.clock.now()
-        tat = max(self.tat, now)
-        if now < tat - self.tolerance - 1e-12:
-            self.log.append((now, 429))
-            return httpx.Response(429, headers={"Retry-After": "1"})
-        self.tat = tat + self.interval
-        self.log.append((now, 200))
-        return httpx.Response(200, json=MATCH)
-
-    def count(self, status: int) -> int:
-        return sum(1 for _, s in self.log if s == status)
-
-
 class Limited:
     """A transport in front of one of the simulator's limiters (``geotoolkit.testing.limiters``)
     on the fake clock: a 429 with its ``Retry-After``; logs (virtual time, status)."""
@@ -430,7 +409,7 @@ def test_configured_at_twice_a_token_bucket_the_fleet_finds_its_rate_in_a_few_42
 
 def test_with_no_rate_the_fleet_discovers_it_and_the_next_run_starts_there() -> None:
     clock = FakeClock(start=1_000_000.0)
-    limiter = LeakyBucket(clock, rate=5.0)  # a self-hosted instance: nobody says 5/s
+    limiter = Limited(clock, make_limiter("gcra", 5.0, burst=1))  # self-hosted: nobody says 5/s
     gate = MemoryGate(clock=clock)
     events: list[Event] = []
     outcomes = asyncio.run(engine(clock, limiter, gate, rate=None).run(queries(300), events.append))
@@ -460,7 +439,7 @@ def test_a_fleet_discovering_the_rate_settles_at_the_pace_it_kept_not_under_it()
     5/s (benchmarks/nominatim_fleet.py): 4.9-5.0/s after the 429s, where a cut by 0.8 of
     the refused rate then the count left 3.5-4.6/s."""
     clock = FakeClock(start=1_000_000.0)
-    limiter = LeakyBucket(clock, rate=5.0)
+    limiter = Limited(clock, make_limiter("gcra", 5.0, burst=1))  # nginx limit_req burst=1
     gate = MemoryGate(clock=clock)
     runs = [engine(clock, limiter, gate, rate=None) for _ in range(4)]
 
