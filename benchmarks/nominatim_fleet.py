@@ -15,8 +15,9 @@ answering 429 without ``Retry-After``), in front of a self-hosted Nominatim
 
 Every figure comes from nginx's access log: successes, 429s, the utilisation
 ``(S - 1) / (R * (last - first success))`` (``util``) and the same over the successes
-after the run's last 429 (``after``: where the fleet settled); rows come from the GeoPackages (in = geocoded +
-dead letters, or rows were lost)::
+after the run's last 429 (``after``: where the fleet settled); rows come from the
+GeoPackages (in = geocoded + dead letters, or rows were lost). A process still running
+after ``--deadline`` seconds is killed and its run reported with exit -9::
 
     bash benchmarks/nominatim/lab.sh &                     # a real Nominatim on :8088
     python benchmarks/nominatim_fleet.py                   # K = 4, 5 r/s burst 1 (~4 min)
@@ -56,7 +57,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=4, help="CLI processes on one gate")
     p.add_argument("--rows", type=int, default=400, help="addresses (at most 400)")
     p.add_argument("--runs", default=",".join(RUNS), help="comma-separated subset of " + ", ".join(RUNS))
-    return p.parse_args(argv)
+    p.add_argument("--deadline", type=float, help="seconds a run may take (default: 3x its rows "
+                   "at the rate, plus 120 s)")
+    args = p.parse_args(argv)
+    if urlsplit(args.nominatim).hostname not in ("127.0.0.1", "localhost"):
+        p.error("--nominatim must be a loopback URL (nginx proxies to 127.0.0.1)")
+    return args
 
 
 def split(rows: list[dict[str, str]], k: int, workdir: Path) -> list[Path]:
@@ -79,26 +85,34 @@ def run(name: str, args: argparse.Namespace, nginx: Nginx, parts: list[Path], ga
     rate = ["--rate", f"{args.rate:g}"] if name == "known" else []
     seen = len(nginx.log("127.0.0.1"))
     started = time.monotonic()
+    deadline = started + (args.deadline or 3.0 * args.rows / args.rate + 120.0)
     procs = []
     for i, part in enumerate(parts):
-        out = workdir / f"{name}-{i}.gpkg"
+        out, output = workdir / f"{name}-{i}.gpkg", workdir / f"{name}-{i}.log"
         cmd = [sys.executable, "-m", "geotoolkit", "geocode", str(part), "-o", str(out),
                "--column", "address", "--base-url", nginx.url, "--user-agent", AGENT,
                "--gate", f"sqlite:///{gate}", "--cache", "none", "--progress", "none", *rate]
-        procs.append((out, subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT, text=True)))
-    codes = [p.wait() for _, p in procs]
+        with output.open("w") as sink:  # a file, not a pipe nobody reads while it runs
+            procs.append((out, output, subprocess.Popen(cmd, cwd=REPO, stdout=sink,
+                                                        stderr=subprocess.STDOUT)))
+    codes = []
+    for _, _, proc in procs:
+        try:
+            codes.append(proc.wait(timeout=max(0.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            codes.append(proc.wait())
     wall = time.monotonic() - started
-    log = sorted(nginx.log("127.0.0.1"))[seen:]  # this run's requests: those after the last run's
+    log = nginx.log("127.0.0.1")[seen:]  # this run's requests: those after the last run's
     ok = [t for t, status, _ in log if status == 200]
     refused_at = [t for t, status, _ in log if status == 429]
     refused = len(refused_at)
     # Where the fleet settled: the successes after its last 429 (all of them without one).
     after = [t for t in ok if not refused_at or t > refused_at[-1]]
     settled = matched = 0
-    for out, proc in procs:
+    for out, output, proc in procs:
         if proc.returncode != 0:
-            print(proc.stdout.read() if proc.stdout else "", file=sys.stderr)
+            print(output.read_text()[-2000:], file=sys.stderr)
         for layer in ("geocoded", "dead_letters"):
             if out.exists():
                 frame = pyogrio.read_dataframe(out, layer=layer, read_geometry=False)

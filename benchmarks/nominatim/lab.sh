@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # A real Nominatim on loopback, for the opt-in tests against it
-# (tests/providers/test_nominatim_real.py) and benchmarks/nominatim_fleet.py.
+# (tests/providers/test_nominatim_lab.py) and benchmarks/nominatim_fleet.py.
 #
 #   bash benchmarks/nominatim/lab.sh [PBF] [PORT]     # then, in another shell:
-#   GEOTOOLKIT_TEST_NOMINATIM_URL=http://127.0.0.1:8088 python3 -m pytest tests/providers/test_nominatim_real.py
+#   GEOTOOLKIT_TEST_NOMINATIM_URL=http://127.0.0.1:8088 \
+#       python3 -m pytest tests/providers/test_nominatim_lab.py
 #
 # PBF defaults to Nominatim's own API test data (github.com/osm-search/Nominatim,
 # test/testdb/apidb-test-data.pbf: Liechtenstein plus Autauga County, Alabama; OSM data,
 # (c) OpenStreetMap contributors, ODbL 1.0), looked for beside this checkout in
 # ../shared/data/nominatim/. Installs Debian's osm2pgsql and PostGIS for the running
 # PostgreSQL, Nominatim (PyPI nominatim-db and nominatim-api) in its own venv, imports
-# the file once (about 40-70 s on 2 cores) and serves the API on 127.0.0.1:PORT in the
+# the file once (28-37 s on 2 cores, measured) and serves the API on 127.0.0.1:PORT in the
 # foreground (Ctrl-C stops it). Needs root (apt-get) and a local PostgreSQL superuser
 # reachable as the current user; nothing leaves loopback but the package downloads.
 set -euo pipefail

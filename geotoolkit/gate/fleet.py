@@ -315,22 +315,16 @@ class AimdState:
             at = min(at, refused)
         multiplier = aimd.cut(sends)
         if discovering and self.throttled_at is None:
-            multiplier = min(multiplier, aimd.discover_cut)
-            if paced is not None and math.isfinite(paced) and paced > 0:
-                kept = paced * self.factor / at * (1.0 - aimd.below_ceiling)
-                multiplier = min(multiplier, max(aimd.decrease, kept))
+            multiplier = _read(min(multiplier, aimd.discover_cut), paced, self.factor / at, aimd)
         # One 429 cannot tell a limit from jitter (a cold start's first sends bunch): after
         # the first in a while the fleet climbs back to just under where it came. Another
         # within ``probe_after_seconds`` (while climbing back, or after) shows the limit
         # is real, and so does one while discovering: then the cut stands.
         first = self.throttled_at is None or now - self.throttled_at >= aimd.probe_after_seconds
-        if (cycle is not None and math.isfinite(cycle) and cycle > 0 and not first
-                and self.counted and self.base is None and not discovering):
-            # Refused again at a count's cut that stood: what the whole cycle passed (a share
-            # of the pace at the factor; the event is at ``at``, its refused send's pace).
-            passed = cycle * self.factor / at
-            multiplier = max(aimd.decrease,
-                             min(multiplier, passed * (1.0 - aimd.below_ceiling)))
+        if not first and self.counted and self.base is None and not discovering:
+            # Refused again at a count's cut that stood: what the whole cycle passed (the
+            # event is at ``at``, its refused send's pace).
+            multiplier = _read(multiplier, cycle, self.factor / at, aimd)
         proposed = at * multiplier
         climbing = self.target is not None and self.factor < self.target
         settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
@@ -375,6 +369,22 @@ class AimdState:
         stands = replace(cut, target=factor, base=None)
         step = stands._step(now, factor, aimd)
         return stands if step is None else replace(step, increased_at=climb)
+
+
+def _read(multiplier: float, share: float | None, scale: float, aimd: Aimd) -> float:
+    """``multiplier``, at most as deep as a reading of the limit: ``share`` of the pace at
+    the factor, ``scale`` times the event's (just under it; a cut at most to
+    ``Aimd.decrease``). No reading (``None``, zero, not finite): ``multiplier``.
+
+    >>> a = Aimd()
+    >>> round(_read(0.8, 0.6, 1.0, a), 3), _read(0.8, None, 1.0, a), _read(0.8, 0.1, 1.0, a)
+    (0.588, 0.8, 0.5)
+    >>> _read(0.8, 0.9, 1.0, a)   # a reading over the count's cut: the count
+    0.8
+    """
+    if share is None or not math.isfinite(share) or share <= 0:
+        return multiplier
+    return min(multiplier, max(aimd.decrease, share * scale * (1.0 - aimd.below_ceiling)))
 
 
 def _factor(value: object) -> float | None:

@@ -447,8 +447,8 @@ class FleetGate:
         ok = counters.get(OK)
         # The successes counted since the last event (None: the first event, or the fleet
         # stopped meanwhile and its counter expired).
-        since = ok - aimd.ok_at if ok is not None and aimd.ok_at is not None else None
-        since = since if since is not None and since >= 0 else None
+        since = (ok - aimd.ok_at if ok is not None and aimd.ok_at is not None
+                 and ok >= aimd.ok_at else None)
         sends = float(since if since is not None  # else what the window shows
                       else successes_since(state.now, resumed, counters))
         # A limiter with a burst drained it during the pause (or before the start): the
@@ -467,16 +467,15 @@ class FleetGate:
         # after a cut, once the fleet has been answered at nearly its pace for a while, is
         # not a limit at the cut's level. (Since the previous event only: a limit that fell
         # meanwhile is found by the next 429.)
-        best = best_pace(state.now, aimd.throttled_at, counters) * BEST_PACE_SHARE
-        sustained = max(sustained, best / per_second)
+        fastest = best_pace(state.now, aimd.throttled_at, counters) / per_second
+        sustained = max(sustained, fastest * BEST_PACE_SHARE)
         # What the fleet got over the cycle since the previous event, its pause included.
         cycle: float | None = None
         if since is not None and aimd.throttled_at is not None and state.now > aimd.throttled_at:
             cycle = since / (state.now - aimd.throttled_at) / per_second
         # Discovering, the pace the fleet was answered at before its first 429 (the growth
-        # of the factor runs ahead of it).
-        paced = (best_pace(state.now, None, counters) / per_second
-                 if discovering and aimd.throttled_at is None else None)
+        # of the factor runs ahead of it): with no event before, the same best two seconds.
+        paced = fastest if discovering and aimd.throttled_at is None else None
         return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                               discovering=discovering, ok=ok, floor=sustained, refused=refused,
                               cycle=cycle, paced=paced)

@@ -14,7 +14,6 @@ a loopback one.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -22,9 +21,9 @@ from urllib.parse import urlsplit
 import geopandas as gpd
 import pandas as pd
 import pytest
+from pyproj import Geod
 
-import geotoolkit  # noqa: F401  (registers the .geocode accessor)
-from geotoolkit import Failure, Match, NoMatch, geocode
+from geotoolkit import Failure, Match, NoMatch, geocode  # (and the .geocode accessor)
 from geotoolkit.providers import Nominatim
 
 URL = os.environ.get("GEOTOOLKIT_TEST_NOMINATIM_URL", "")
@@ -52,9 +51,8 @@ def sample() -> pd.DataFrame:
 
 
 def _metres(lon1: float, lat1: float, lon2: float, lat2: float) -> float:
-    """Equirectangular distance, fine over a few hundred metres."""
-    x = math.radians(lon2 - lon1) * math.cos(math.radians((lat1 + lat2) / 2))
-    return 6_371_000.0 * math.hypot(x, math.radians(lat2 - lat1))
+    """The geodesic distance on WGS84, in metres."""
+    return float(Geod(ellps="WGS84").inv(lon1, lat1, lon2, lat2)[2])
 
 
 def test_real_addresses_land_on_their_address_points(nominatim: Nominatim,
