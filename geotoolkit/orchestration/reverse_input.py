@@ -28,7 +28,7 @@ from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.orchestration.reverse import ReverseJob
 from geotoolkit.results import REVERSE_DECIMALS
 
-__all__ = ["read_csv_text", "reverse_job_from_file"]
+__all__ = ["CSV_DELIMITERS", "csv_delimiter", "read_csv_text", "reverse_job_from_file"]
 
 
 def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions, *,
@@ -61,10 +61,47 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
     return ReverseJob(points, options, decimals=decimals)
 
 
+#: The delimiters a CSV's header is read for: spreadsheets in much of Europe export
+#: ``;`` (the comma is their decimal mark), and tab-separated files are common too.
+CSV_DELIMITERS = (",", ";", "\t", "|")
+
+
+def csv_delimiter(header: str) -> str:
+    r"""The delimiter of a CSV whose first line is ``header``: the one of
+    ``CSV_DELIMITERS`` it holds most often outside quotes (column names rarely hold
+    one), ``,`` when it holds none (a single column).
+
+    >>> csv_delimiter("id;address;zip"), csv_delimiter("id,address"), csv_delimiter("address")
+    (';', ',', ',')
+    >>> csv_delimiter('"street; number",city'), csv_delimiter("id\taddress")
+    (',', '\t')
+    """
+    counts = dict.fromkeys(CSV_DELIMITERS, 0)
+    quoted = False
+    for char in header:
+        if char == '"':
+            quoted = not quoted
+        elif not quoted and char in counts:
+            counts[char] += 1
+    best = max(CSV_DELIMITERS, key=lambda d: counts[d])  # the first of a tie: ","
+    return best if counts[best] else ","
+
+
 def read_csv_text(path: Path) -> pd.DataFrame:
-    """A CSV with every cell as text (empty cells missing), as the command line reads it."""
+    """A CSV with every cell as text (empty cells missing), as the command line reads it:
+    UTF-8 (with or without a byte order mark), its delimiter read off its header
+    (``csv_delimiter``). A file in another encoding is refused with what to do, not
+    read as something it is not."""
     try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+        with open(path, "rb") as file:
+            first = file.readline(1 << 16)
+        sep = csv_delimiter(first.decode("utf-8-sig", errors="replace").rstrip("\r\n"))
+        return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
+                           encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(
+            f"cannot read {path}: it is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+            f"position {exc.start}); save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")") from exc
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}") from exc
 

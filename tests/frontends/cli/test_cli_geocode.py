@@ -147,3 +147,29 @@ def test_nominatim_without_a_user_agent_is_refused(csv_path: Path, tmp_path: Pat
     argv = ["geocode", str(csv_path), "-o", str(tmp_path / "x.gpkg"), "--gate", "memory://"]
     assert main(argv) == 2
     assert "user_agent" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sep", [";", "\t", "|"])
+def test_a_csv_with_another_delimiter_is_read_by_its_header(
+        sep: str, sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A spreadsheet in much of Europe exports ``;`` (with a byte order mark): the same rows
+    come out as from a comma-separated file, a quoted address with the delimiter in it
+    whole."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    rows = [(0, "Städtle 38; 9490 Vaduz, Liechtenstein"), (1, "Landstrasse 19, 9494 Schaan")]
+    body = "".join(f'{i}{sep}"{a}"\n' for i, a in rows)
+    path.write_bytes(("\ufeff" + f"id{sep}address\n" + body).encode())
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert sorted(zip(geocoded["id"].astype(int), geocoded["address"], strict=True)) == rows
+    assert sorted(str(r.query) for r in sim.requests) == sorted(a.casefold() for _, a in rows)
+
+
+def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
+        sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_bytes("id;address\n1;Städtle 38, Vaduz\n".encode("cp1252"))
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert "not UTF-8 text (byte 0xe4" in err and "save it as UTF-8" in err
+    assert sim.requests == [] and not out.exists()
