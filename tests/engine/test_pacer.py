@@ -183,20 +183,23 @@ def test_a_send_claimed_before_a_late_one_left_is_held_back_as_much(strict: bool
     assert due == pytest.approx(100.12) and pushes == 0
 
 
-@pytest.mark.parametrize(("throttled", "late", "pushed"), [
-    (False, 0.0019, None), (False, 0.0021, 0.0021),  # no 429 yet: up to 2 ms let go
-    (True, 0.0009, None), (True, 0.0011, 0.0011),  # after one: the 1 % margin, 1 ms
+@pytest.mark.parametrize(("throttled", "rate", "late", "pushed"), [
+    (False, 10.0, 0.0009, None), (False, 10.0, 0.0011, 0.0011),  # the 1 % margin: 1 ms
+    (False, 1.0, 0.0019, None), (False, 1.0, 0.0021, 0.0021),  # 10 ms of margin: 2 ms at most
+    (True, 10.0, 0.0009, None), (True, 10.0, 0.0011, 0.0011),  # after a 429: the margin
+    (True, 1.0, 0.0099, None), (True, 1.0, 0.0105, 0.0105),  # all of it
 ])
 def test_how_late_a_send_may_leave_before_it_pushes_the_next(
-        throttled: bool, late: float, pushed: float | None) -> None:
-    """Each push slows the fleet by its length: while the fleet paces at its configured rate,
-    a send may leave 2 ms later than usual (a limiter with a burst absorbs that); later, all
-    of it is pushed (a limiter without one refuses the next send landing closer). Once its
-    factor falls under it (a 429: the limiter may be stricter than the sends' jitter), what
-    the safety margin absorbs is let go, and no more."""
+        throttled: bool, rate: float, late: float, pushed: float | None) -> None:
+    """Each push slows the fleet by its length: a send may leave as much later than usual
+    as the safety margin absorbs (1 ms at 10/s), at most 2 ms while the fleet paces at its
+    configured rate (a limiter with a burst absorbs that); later, all of it is pushed (a
+    limiter without one refuses the next send landing closer). Once its factor falls under
+    it (a 429: the limiter may be stricter than the sends' jitter), all the margin
+    absorbs is let go, and no more."""
     clock = FakeClock(start=100.0)
     gate = MemoryGate(clock=clock)
-    pacer = Pacer(gate, KEY, RatePolicy(rate=10.0), clock=clock)
+    pacer = Pacer(gate, KEY, RatePolicy(rate=rate), clock=clock)
     if throttled:
         assert gate.set_value(fleet_key(KEY), AIMD, AimdState(0.98).to_text(), ttl_seconds=60)
     pushes: list[float] = []
