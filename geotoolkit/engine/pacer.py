@@ -181,8 +181,8 @@ class Pacer:
     #: fleet's factor fell under its configured rate: a 429, the limiter may be stricter
     #: than the sends' jitter; or the rate is unknown), at most ``late_departure_seconds``
     #: is let go even where the margin is wider (a slow rate's). (Measured: 2 ms let go at
-    #: 10/s, twice the margin, sends 1.3 and 1.8 ms late pushed nothing and the next ones,
-    #: on time, reached a limiter without burst 99.1 and 99.8 ms after them; the margin
+    #: 10/s, twice the margin, sends 1.3-1.9 ms late pushed nothing and the next ones, on
+    #: time, reached a limiter without burst 98.9-99.8 ms after them: five 429s; the margin
     #: instead cost a limiter with a burst 0.07 % of its rate. Strict from the start, on a
     #: noisier machine, cost such limiters 2 % when a sleep ended 0.3-2 ms late, and
     #: 0.4-0.7 % with sleeps on time; see docs/fleet-benchmark.md.)
