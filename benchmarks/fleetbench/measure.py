@@ -14,7 +14,10 @@ out, so that one late first request (a cold process's lazy imports after its gat
 check) neither flatters nor penalises the figure; the cold-start delay is reported on
 its own (``cold s``), and ``e2e`` is the same ratio over every success from the
 instant the workers were launched (what a stopwatch sees). The tail is included: a row
-retried late moves ``t_last``. A limiter that lets a burst through (a calendar
+retried late moves ``t_last``. ``late`` is the same ratio over the steady window's
+second half (``late_half``): where the fleet settled once it had found the rate, the
+figure a long batch lives at (a 20 s cell's three 1 s pauses while it searches are 15 %
+of its ``util``, and a few per mille of a day's run). A limiter that lets a burst through (a calendar
 window's quota) can give more than 1 over a short span; ``win`` is then the honest
 figure for the per-minute window: successes in the complete calendar windows of the run
 over their quota.
@@ -31,8 +34,8 @@ from typing import Any
 from fleetbench.spec import CellSpec, target_of
 from fleetbench.target import Arrival
 
-__all__ = ["Figures", "inside", "jitter", "merged", "overlap", "steady", "summarise",
-           "utilisation", "why"]
+__all__ = ["Figures", "inside", "jitter", "late_half", "merged", "overlap", "steady",
+           "summarise", "utilisation", "why"]
 
 #: A 429 this close to a calendar window's edge (either side) is part of a storm there.
 EDGE_SECONDS = 1.0
@@ -52,6 +55,7 @@ class Figures:
     variant: str
     util: float = 0.0
     util_e2e: float = 0.0
+    util_late: float = 0.0  #: over the steady window's second half (``late_half``)
     util_window: float | None = None
     per_ok: float = 0.0
     sent: int = 0
@@ -108,6 +112,20 @@ def steady(times: Sequence[float], settle: float = SETTLE_SECONDS) -> Sequence[f
         return times
     start = next((i for i, t in enumerate(times) if t >= times[0] + settle - 1e-9), len(times))
     return times[start:] if len(times) - start >= 2 else times
+
+
+def late_half(times: Sequence[float]) -> Sequence[float]:
+    """The successes of the second half of ``times``' span (all of them if that leaves
+    fewer than two).
+
+    >>> late_half([0.0, 0.5, 1.0, 1.1, 1.2, 2.0])
+    [1.0, 1.1, 1.2, 2.0]
+    """
+    if len(times) < 2:
+        return times
+    middle = (times[0] + times[-1]) / 2.0
+    late = [t for t in times if t >= middle - 1e-9]
+    return late if len(late) >= 2 else times
 
 
 def inside(times: Iterable[float], windows: Sequence[tuple[float, float]]) -> int:
@@ -198,6 +216,7 @@ def _fleet(figures: Figures, cell: CellSpec, arrivals: Sequence[Arrival], launch
     figures.per_ok = sum(1 for a in mine if a.status == 429) / max(1, len(ok))
     settled = steady(ok)
     figures.util = utilisation(settled, cell.share_left)
+    figures.util_late = utilisation(late_half(settled), cell.share_left)
     if ok:
         figures.span = settled[-1] - settled[0]
         figures.steady_from = settled[0]

@@ -38,6 +38,7 @@ COLUMNS: list[tuple[str, int, Callable[[Figures], str]]] = [
     ("rows", 4, lambda f: str(f.rows)),
     ("util", 6, lambda f: f"{f.util:.4f}"),
     ("e2e", 6, lambda f: f"{f.util_e2e:.4f}"),
+    ("late", 6, lambda f: f"{f.util_late:.4f}"),
     ("win", 6, lambda f: _opt(f.util_window, ".4f")),
     ("429/ok", 6, lambda f: f"{f.per_ok:.4f}"),
     ("sent", 4, lambda f: str(f.sent)),
@@ -99,8 +100,9 @@ def targets(figures: Sequence[Figures]) -> str:
     rows = [f for f in figures if f.target is not None]
     if not rows:
         return ""
-    out = ["| gate | limiter | variant | target | util | 429/ok | edge | lost | in pause | | why |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    out += [f"| {f.gate} | {f.limiter} | {f.variant} | {f.target} | {f.util:.4f} | {f.per_ok:.4f} | "
+    out = ["| gate | limiter | variant | target | util | late | 429/ok | edge | lost | in pause | "
+           "| why |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out += [f"| {f.gate} | {f.limiter} | {f.variant} | {f.target} | {f.util:.4f} | "
+            f"{f.util_late:.4f} | {f.per_ok:.4f} | "
             f"{_opt(f.edge_429, 'd')} | {f.lost} | {f.in_pause} | {_met(f)} | {why(f)} |" for f in rows]
     return "\n".join(out)
