@@ -329,7 +329,7 @@ class Engine:
                 continue
             except RateLimitError as exc:  # a signal to slow down, never a verdict on the rows
                 attempt, throttles = attempt - 1, throttles + 1
-                await self._throttled(exc, throttles, departure.factor)
+                await self._throttled(exc, throttles, departure.factor, departure.resumes)
                 continue
             except ProviderUnavailableError as exc:
                 last = exc
@@ -347,17 +347,30 @@ class Engine:
         return None, sent, last
 
     async def _throttled(self, exc: RateLimitError, throttles: int,
-                         factor: float | None = None) -> None:
+                         factor: float | None = None, resumes: int | None = None) -> None:
         """A 429/503: publish the pause (before sleeping), then sleep it out.
 
         The wait grows with the 429s this row met in a row (``max(jittered backoff,
         Retry-After capped)``), so a server that keeps saying ``1`` still gets an ever
         longer backoff; the pause on the gate holds the whole fleet meanwhile. ``factor``:
         the fleet's factor the refused send was spaced at (the gate's evidence).
+
+        ``resumes`` (not ``None``): the refused send was the fleet's first after a pause,
+        after that many such refusals in a row. The pause was not enough, whichever row
+        met it (another client took the quota as it reopened, at the same phase each time
+        if it sends on a schedule; or the server's ``Retry-After`` is too short): the wait
+        backs off as if this row had met the fleet's 429s in a row (the one that paused it,
+        those refused sends, this one), so the fleet's pauses grow, jittered, until a
+        success, and the pace is not cut (``Gate.pause``).
         """
         self.pacer.count(throttled=1)
-        wait = self.settings.backoff.wait(throttles, exc.retry_after, self.rng)
-        await self.pacer.throttled(exc, wait, factor=factor)
+        if resumes is not None and exc.status_code == 429:
+            attempt = max(throttles, resumes + 2)
+            wait = self.settings.backoff.wait(attempt, exc.retry_after, self.rng)
+            await self.pacer.throttled(exc, wait, resumed=True)
+        else:
+            wait = self.settings.backoff.wait(throttles, exc.retry_after, self.rng)
+            await self.pacer.throttled(exc, wait, factor=factor)
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)
 

@@ -87,12 +87,19 @@ class Departure:
         self.guard = 0.0
         #: The fleet's factor this send was spaced at (None: not checked yet).
         self.factor: float | None = None
+        #: This send is the fleet's first after a pause: the 429s on such sends in a row
+        #: before it (``Claim.resumes``); ``None``: it is not.
+        self.resumes: int | None = None
 
     async def check(self) -> bool:
         self.guard = self.pacer.departure_guard()
         self.factor = self.pacer.factor
-        self.due = await self.pacer.clearance(self.checked_at, self.epoch, self.cost, self.guard)
+        self.due = await self.pacer.clearance(self.checked_at, self.epoch, self.cost, self.guard,
+                                              resumed=self._resumed)
         return self.due is not None
+
+    def _resumed(self, resumes: int) -> None:
+        self.resumes = resumes
 
     async def trace(self, name: str, info: Mapping[str, Any]) -> None:
         if self.due is None or not name.endswith("send_request_headers.complete"):
@@ -318,7 +325,8 @@ class Pacer:
         return self._first_send_guard(not self._departed)
 
     async def clearance(self, checked_at: float, epoch: int, cost: int = 1,
-                        guard: float = 0.0) -> float | None:
+                        guard: float = 0.0, *,
+                        resumed: Callable[[int], None] | None = None) -> float | None:
         """Right before a send enters the client: still clear to send (and when)? The
         instant it was due to leave (on this worker's clock), or ``None``: not at all.
         A send cleared is counted then, not before: the counts may be flushed while it
@@ -340,8 +348,11 @@ class Pacer:
         a gate without ``claim``), the gate is asked
         again only when the send was held up for longer than ``recheck_after_seconds``
         (a starved process, a busy connection pool).
+
+        ``resumed`` is called with ``Claim.resumes`` when the claim shows this send to be
+        the fleet's first after a pause (due less than half a spacing after its end).
         """
-        due = await self._due(checked_at, epoch, cost, guard)
+        due = await self._due(checked_at, epoch, cost, guard, resumed)
         if due is not None:
             self._departed = True
             self.count(requests=1)
@@ -353,7 +364,8 @@ class Pacer:
         self.counts.add(at=self.store_now(), requests=requests,
                         successes=successes, throttled=throttled)
 
-    async def _due(self, checked_at: float, epoch: int, cost: int, guard: float) -> float | None:
+    async def _due(self, checked_at: float, epoch: int, cost: int, guard: float,
+                   resumed: Callable[[int], None] | None = None) -> float | None:
         """``clearance``, before it is counted. Voided too when this worker began to publish
         a pause (another of its requests was refused) that the send's last check may not
         have seen: one begun since the check started, or still on its way to the store then
@@ -362,11 +374,11 @@ class Pacer:
         published = self._pauses_published
         if self._pauses_begun > published:
             return None  # on its way now: no round trip to learn it
-        due = await self._last_check(checked_at, epoch, cost, guard)
+        due = await self._last_check(checked_at, epoch, cost, guard, resumed)
         return None if self._pauses_begun > published else due
 
-    async def _last_check(self, checked_at: float, epoch: int, cost: int,
-                          guard: float) -> float | None:
+    async def _last_check(self, checked_at: float, epoch: int, cost: int, guard: float,
+                          resumed: Callable[[int], None] | None = None) -> float | None:
         """``_due``, on what the gate said."""
         claim = self._claim()
         if claim is None:
@@ -388,6 +400,9 @@ class Pacer:
         self._learn(claimed.rate_factor)
         if not self._clear(claimed, epoch, instant):
             return None
+        after = instant - claimed.pause_until  # a key never paused is in epoch 0
+        if resumed is not None and claimed.epoch > 0 and 0.0 <= after < self.spacing(cost) / 2:
+            resumed(claimed.resumes)  # the first send after a pause: the next is a spacing on
         checked = self._timing.local(claimed.now)  # when the store read the pause
         shift = 0.0
         if wait > self.recheck_after_seconds:  # a long wait: check the pause again,
@@ -545,12 +560,13 @@ class Pacer:
     # -- pauses --------------------------------------------------------------------------
 
     async def pause(self, seconds: float, *, cause: str, rate_limited: bool = False,
-                    factor: float | None = None) -> None:
+                    factor: float | None = None, resumed: bool = False) -> None:
         """Publish a fleet-wide pause on the gate (call it *before* sleeping locally);
-        ``factor``: the one the refused send was spaced at, if known."""
+        ``factor``: the one the refused send was spaced at, if known; ``resumed``: the
+        refused send was the fleet's first after a pause (see ``Gate.pause``)."""
         publish = functools.partial(publish_pause, self.gate, self.key, seconds, cause=cause,
                                     rate_limited=rate_limited, report=self.counts.take(),
-                                    factor=factor)
+                                    factor=factor, resumed=resumed)
         self._pauses_begun += 1
         try:
             await call_gate(self.gate.blocking, publish)
@@ -558,15 +574,19 @@ class Pacer:
             self._pauses_published += 1
 
     async def throttled(self, exc: RateLimitError, wait: float,
-                        factor: float | None = None) -> None:
+                        factor: float | None = None, resumed: bool = False) -> None:
         """A 429/503: publish the pause (before sleeping), then tell the listeners.
-        ``factor``: the fleet's factor the refused send was spaced at (see ``Gate.pause``)."""
+        ``factor``: the fleet's factor the refused send was spaced at; ``resumed``: the
+        refused send was the fleet's first after a pause (see ``Gate.pause``)."""
         host = self.host
-        if exc.retry_after is not None:
+        if resumed:
+            cause = f"backoff after HTTP 429 from {host} on the first send after a pause: {wait:.1f} s"
+        elif exc.retry_after is not None:
             cause = f"Retry-After from {host}: {wait:.0f} s"
         else:
             cause = f"backoff after HTTP {exc.status_code} from {host}: {wait:.1f} s"
-        await self.pause(wait, cause=cause, rate_limited=exc.status_code == 429, factor=factor)
+        await self.pause(wait, cause=cause, rate_limited=exc.status_code == 429, factor=factor,
+                         resumed=resumed)
         self.emit(Throttled(
             wait_seconds=wait, host=host, status_code=exc.status_code,
             cause="retry-after" if exc.retry_after is not None else "backoff",

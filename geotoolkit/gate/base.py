@@ -199,6 +199,10 @@ class Claim:
     #: ``GateState.pushed`` as the claim was spaced: the pushes since, by sends before
     #: this one that left late, hold it back as much (``GateState.pushed`` less this).
     pushed: float = 0.0
+    #: 429s on the fleet's first send after a pause, in a row, so far (``AimdState.resumes``):
+    #: if this send is the first after ``pause_until`` and is refused too, the pause it
+    #: publishes backs off longer (``Gate.pause``'s ``resumed``).
+    resumes: int = 0
 
     @property
     def pause_remaining(self) -> float:
@@ -432,6 +436,7 @@ class Gate(Protocol):
         rate_limited: bool = False,
         report: Report | None = None,
         factor: float | None = None,
+        resumed: bool = False,
     ) -> float:
         """Publish a fleet-wide pause (never shortening one); return its remaining seconds.
 
@@ -439,6 +444,9 @@ class Gate(Protocol):
         (the pause answers a 429) feeds adaptive pacing; ``factor`` is then the adaptive
         factor the refused send was spaced at, if known (the fleet's may have moved on
         since its slot was reserved: the refused pace is the one the limit lies under).
+        ``resumed``: the refused send was the fleet's first after a pause; it says the
+        pause was not enough, nothing of the pace: no cut, one more in a row
+        (``Claim.resumes``; see ``AimdState.refused_resume``).
         """
         ...
 
@@ -567,24 +575,27 @@ def pusher(gate: Any) -> Callable[[str, float], object]:
 
 
 def publish_pause(gate: Any, key: str, seconds: float, *, factor: float | None = None,
-                  **kwargs: Any) -> float:
-    """``gate.pause(key, seconds, **kwargs)``, with the refused send's ``factor`` only on a
-    gate whose ``pause`` takes it: one written before it was added would fail on the
-    keyword, and a 429 must not end the batch.
+                  resumed: bool = False, **kwargs: Any) -> float:
+    """``gate.pause(key, seconds, **kwargs)``, with the refused send's ``factor`` and
+    ``resumed`` only on a gate whose ``pause`` takes them: one written before they were
+    added would fail on the keyword, and a 429 must not end the batch.
 
     >>> class Old:
     ...     def pause(self, key, seconds, *, cause="", rate_limited=False, report=None):
     ...         return seconds
-    >>> publish_pause(Old(), "k", 1.5, cause="429", rate_limited=True, factor=0.6)
+    >>> publish_pause(Old(), "k", 1.5, cause="429", rate_limited=True, factor=0.6, resumed=True)
     1.5
     """
-    if factor is not None:
+    optional = {name: value for name, value in (("factor", factor), ("resumed", resumed))
+                if value is not None and value is not False}
+    if optional:
         try:
-            parameters = inspect.signature(gate.pause).parameters.values()
-        except (TypeError, ValueError):  # no signature to read (a builtin): keep the keyword
+            parameters = list(inspect.signature(gate.pause).parameters.values())
+        except (TypeError, ValueError):  # no signature to read (a builtin): keep the keywords
             parameters = None
-        if parameters is None or any(p.name == "factor" or p.kind is p.VAR_KEYWORD
-                                     for p in parameters):
-            kwargs["factor"] = factor
+        for name, value in optional.items():
+            if parameters is None or any(p.name == name or p.kind is p.VAR_KEYWORD
+                                         for p in parameters):
+                kwargs[name] = value
     result: float = gate.pause(key, seconds, **kwargs)
     return result

@@ -184,14 +184,16 @@ class FallbackGate:
                     lambda: self._local.push(key, seconds / self.share))
 
     def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
-              report: Report | None = None, factor: float | None = None) -> float:
+              report: Report | None = None, factor: float | None = None,
+              resumed: bool = False) -> float:
         # Always remembered locally too: a pause published just before the store
         # went down still holds this process back while degraded.
-        # (Not the refused factor: the pacer read it from the store, not the local gate.)
+        # (Not the refused factor, nor a resume: the pacer read them from the store.)
         local = self._local.pause(key, seconds, cause=cause, rate_limited=rate_limited)
         return self._route(
-            lambda: publish_pause(self.inner, key, seconds, cause=cause,  # may predate factor
-                                  rate_limited=rate_limited, report=report, factor=factor),
+            lambda: publish_pause(self.inner, key, seconds, cause=cause,  # may predate them
+                                  rate_limited=rate_limited, report=report, factor=factor,
+                                  resumed=resumed),
             lambda: local)
 
     def state(self, key: str) -> GateState:

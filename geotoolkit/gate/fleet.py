@@ -97,7 +97,7 @@ class AimdState:
     the level successes climb back to quickly (just under the ceiling an isolated
     429 found); above it they only probe slowly (see ``Aimd``).
 
-    >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5, 0.9, counted=True)
+    >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5, 0.9, counted=True, resumes=2)
     >>> AimdState.from_text(state.to_text()) == state
     True
     >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
@@ -127,6 +127,9 @@ class AimdState:
     #: The factor is a cut the count of an event set (not a return to where a climb began,
     #: nor lifted by what the fleet sustained): refused at it again, the count misread.
     counted: bool = False
+    #: 429s on the fleet's first send after a pause, in a row (no success counted since):
+    #: the pause was not enough, so the next one backs off longer (see ``refused_resume``).
+    resumes: int = 0
 
     @property
     def slot_factor(self) -> float:
@@ -145,7 +148,7 @@ class AimdState:
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
                            self.target, self.ok_at, self.base, self.ceiling, self.held,
-                           self.halved, self.counted])
+                           self.halved, self.counted, self.resumes])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
@@ -158,10 +161,12 @@ class AimdState:
             held = _factor(rest[4]) if len(rest) > 4 else None
             halved = len(rest) > 5 and rest[5] is True
             counted = len(rest) > 6 and rest[6] is True
+            resumes = rest[7] if len(rest) > 7 and type(rest[7]) is int and rest[7] > 0 else 0
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
-                       _instant(increased), target, ok_at, base, ceiling, held, halved, counted)
+                       _instant(increased), target, ok_at, base, ceiling, held, halved, counted,
+                       resumes)
         except (TypeError, ValueError):
             return cls()
 
@@ -182,7 +187,11 @@ class AimdState:
         0.5025
         >>> AimdState(0.5, increased_at=10.0).credited(99.0, 3, a).factor   # at most 1 s each
         0.505
+        >>> AimdState(resumes=3).credited(5.0, 1, a).resumes   # a success: the pauses sufficed
+        0
         """
+        if successes > 0 and self.resumes:
+            return replace(self, resumes=0).credited(now, successes, aimd, max_factor)
         if successes <= 0 or self.factor >= max_factor:
             return self
         if self.increased_at is None:
@@ -208,6 +217,27 @@ class AimdState:
         factor = min(max_factor, factor)
         return replace(self, factor=factor, increased_at=now,
                        counted=self.counted and factor == self.factor)
+
+    def refused_resume(self, now: float, previous_until: float) -> AimdState:
+        """A 429 at ``now`` on the fleet's first send after the pause that ran until
+        ``previous_until``: one more in a row (``resumes``), and nothing else changes.
+
+        One send tells nothing of the pace: the pause was not enough. Another client on
+        the key took the quota as it reopened (measured: a plain loop sending every 250 ms
+        beside the fleet on a leaky bucket without burst refused the fleet's first send
+        after every 1 s pause, at the same phase each time, and each refusal cut the
+        factor as if the pace were at fault, down to ``Aimd.min_factor`` in 13 s), or the
+        server's ``Retry-After`` is too short. The pause it publishes backs off longer
+        with each in a row, jittered (the engine's ``Backoff``), until a success. During a
+        pause (the same burst, another worker first) nothing changes.
+
+        >>> again = AimdState(0.6, throttled_at=10.0).refused_resume(12.0, 11.0)
+        >>> again.factor, again.throttled_at, again.resumes
+        (0.6, 10.0, 1)
+        >>> AimdState(resumes=1).refused_resume(12.0, 13.0).resumes
+        1
+        """
+        return self if now < previous_until else replace(self, resumes=self.resumes + 1)
 
     def _step(self, now: float, reached: float, aimd: Aimd) -> AimdState | None:
         """At ``reached`` (the target of a climb) with a ``ceiling`` refused in the last
@@ -305,7 +335,7 @@ class AimdState:
         """
         if now < previous_until:
             return self
-        state = replace(self, throttled_at=now, ok_at=ok)
+        state = replace(self, throttled_at=now, ok_at=ok, resumes=0)
         climb = new_until + aimd.climb_after_seconds
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
             # No second cut so soon, but no climbing during this pause either.

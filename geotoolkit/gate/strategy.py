@@ -299,7 +299,8 @@ class FleetGate:
         slot, state, values, pushed = self._run([
             Reserve(sent_key(key), interval, FAR), ReadState(key), self._read_state_value(key),
             ReadCounters(sent_key(key), (_PUSHED,))])
-        factor = self._learn(key, values)[1].factor
+        aimd = self._learn(key, values)[1]
+        factor = aimd.factor
         # The wait to the slot's own instant from the state's reading: a store that runs
         # the operations one statement after another (PostgreSQL) reads its clock for each,
         # and a state read a few milliseconds after the slot must not make the send that
@@ -308,7 +309,8 @@ class FleetGate:
         # one reached a limiter without burst 96.9 ms after it at 101 ms spacing).
         wait = slot.now + slot.wait - state.now
         self._realign(key, wait, state, factor, values.get(self._name(key) + _ALIGNED))
-        return Claim(wait, state.now, state.pause_until, state.epoch, factor, pushed=_pushed(pushed))
+        return Claim(wait, state.now, state.pause_until, state.epoch, factor, pushed=_pushed(pushed),
+                     resumes=aimd.resumes)
 
     def push(self, key: str, seconds: float) -> None:
         """A send left ``seconds`` late: space the fleet's next claim that much later, and
@@ -410,7 +412,8 @@ class FleetGate:
     # -- pauses ------------------------------------------------------------------------------------
 
     def pause(self, key: str, seconds: float, *, cause: str = "", rate_limited: bool = False,
-              report: Report | None = None, factor: float | None = None) -> float:
+              report: Report | None = None, factor: float | None = None,
+              resumed: bool = False) -> float:
         # The same pause on the sends' spacing: a new one restarts it at the pause's end, so
         # claims that waited there and were voided by the pause do not hold the fleet back.
         op, sent = Pause(key, seconds, cause), Pause(sent_key(key), seconds)
@@ -424,15 +427,18 @@ class FleetGate:
                                              ReadState(key),
                                              ReadCounters(key, (*window_names(self._now()), OK))])
         text, aimd = self._learn(key, values)
-        event = self._event(key, aimd, state, seconds, counters, factor)
+        if resumed:  # the pause was not enough: not the pace
+            event = aimd.refused_resume(state.now, state.pause_until)
+        else:
+            event = self._event(key, aimd, state, seconds, counters, factor)
         swap = [] if event == aimd else [self._swap(key, text, event)]
         results = self._run([*swap, *counted, sent, op])
         paused = results[-1]
         if swap and results[0]:
             with self._lock:
                 self._known[(key, self._name(key))] = (event.to_text(), event)
-        elif swap and paused.started:  # our 429 opened the pause, but the factor moved meanwhile
-            self._throttle_again(key, state, seconds, counters, factor)
+        elif swap and paused.started and not resumed:  # our 429 opened the pause, but the
+            self._throttle_again(key, state, seconds, counters, factor)  # factor moved meanwhile
         return paused.remaining
 
     def _event(self, key: str, aimd: AimdState, state: StoreState, seconds: float,

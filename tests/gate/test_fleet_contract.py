@@ -279,6 +279,31 @@ def test_a_429_cuts_by_what_the_successes_since_the_fleet_resumed_show(store: An
     assert gate.stats(busy).rate_factor == pytest.approx(0.375)
 
 
+def test_a_refused_first_send_after_a_pause_counts_in_a_row_and_cuts_nothing(
+        store: Any, host: str) -> None:
+    """A 429 on the fleet's first send after a pause (``resumed``): the pause was not
+    enough, nothing is known of the pace. It counts one more in a row, read with every
+    claim (the next such send's worker backs off longer); a burst's other 429s during its
+    pause count nothing; a success resets the count."""
+    one, two = store.open(), store.open()
+    one.aimd = two.aimd = Aimd(decrease=0.5, hold_seconds=0.0)
+    key = gate_key(host)
+    paced(one, key)
+    one.pause(key, 0.0, rate_limited=True)  # a 429 with nothing sent before: cut to half
+    assert one.claim(key, 0.001).resumes == 0
+    two.pause(key, 0.0, rate_limited=True, resumed=True)
+    two.pause(key, 0.0, rate_limited=True, resumed=True)
+    claim = one.claim(key, 0.001)
+    assert (claim.resumes, claim.rate_factor) == (2, pytest.approx(0.5))
+    assert one.stats(key).throttled == 0  # counted by the workers' reports, as any 429
+    two.pause(key, 30.0, rate_limited=True, resumed=True)  # a pause of its own, then
+    one.pause(key, 30.0, rate_limited=True, resumed=True)  # its burst: nothing more
+    assert two.claim(key, 0.001).resumes == 3
+    assert one.state(key).rate_factor == pytest.approx(0.5)
+    one.record(key, Report(requests=1, successes=1))
+    assert two.claim(key, 0.001).resumes == 0
+
+
 def test_successes_probe_back_up_after_the_pause_never_above_one(store: Any, host: str) -> None:
     gate = store.open()
     gate.aimd = Aimd(decrease=0.5, recover_seconds=0.0, increase_per_second=1e6,
