@@ -328,10 +328,17 @@ class Backoff:
         self, attempt: int, retry_after: float | None = None, rng: random.Random | None = None
     ) -> float:
         """The wait after a throttled attempt: ``max(delay, clamped Retry-After)``."""
-        hint = 0.0
-        if retry_after is not None and not math.isnan(retry_after):
-            hint = min(max(retry_after, 0.0), self.retry_after_cap_seconds)
-        return max(self.delay(attempt, rng), hint)
+        return max(self.delay(attempt, rng), self.hint(retry_after))
+
+    def hint(self, retry_after: float | None) -> float:
+        """``Retry-After`` clamped to ``[0, retry_after_cap_seconds]``; 0 without one.
+
+        >>> Backoff().hint(86_400), Backoff().hint(-3.0), Backoff().hint(None)
+        (300.0, 0.0, 0.0)
+        """
+        if retry_after is None or math.isnan(retry_after):
+            return 0.0
+        return min(max(retry_after, 0.0), self.retry_after_cap_seconds)
 
 
 @dataclass(frozen=True)

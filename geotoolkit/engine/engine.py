@@ -359,17 +359,18 @@ class Engine:
         after that many such refusals in a row. The pause was not enough, whichever row
         met it (another client took the quota as it reopened, at the same phase each time
         if it sends on a schedule; or the server's ``Retry-After`` is too short): the wait
-        backs off as if this row had met the fleet's 429s in a row (the one that paused it,
-        those refused sends, this one), so the fleet's pauses grow, jittered, until a
-        success, and the pace is not cut (``Gate.pause``).
+        is at least that one (the clamped hint) and a jittered backoff more
+        (``Backoff.delay(resumes + 1)``, doubling with each in a row), so the fleet's
+        pauses grow until a success and do not end at the same phase twice; the pace is
+        not cut (``Gate.pause``).
         """
         self.pacer.count(throttled=1)
+        backoff = self.settings.backoff
+        wait = backoff.wait(throttles, exc.retry_after, self.rng)
         if resumes is not None and exc.status_code == 429:
-            attempt = max(throttles, resumes + 2)
-            wait = self.settings.backoff.wait(attempt, exc.retry_after, self.rng)
+            wait = max(wait, backoff.hint(exc.retry_after) + backoff.delay(resumes + 1, self.rng))
             await self.pacer.throttled(exc, wait, resumed=True)
         else:
-            wait = self.settings.backoff.wait(throttles, exc.retry_after, self.rng)
             await self.pacer.throttled(exc, wait, factor=factor)
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)

@@ -97,7 +97,8 @@ class AimdState:
     the level successes climb back to quickly (just under the ceiling an isolated
     429 found); above it they only probe slowly (see ``Aimd``).
 
-    >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5, 0.9, counted=True, resumes=2)
+    >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5, 0.9, counted=True, resumes=2,
+    ...                   resumed_at=11.0)
     >>> AimdState.from_text(state.to_text()) == state
     True
     >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
@@ -127,9 +128,12 @@ class AimdState:
     #: The factor is a cut the count of an event set (not a return to where a climb began,
     #: nor lifted by what the fleet sustained): refused at it again, the count misread.
     counted: bool = False
-    #: 429s on the fleet's first send after a pause, in a row (no success counted since):
+    #: 429s on the fleet's first send after a pause, in a row (no success seen since):
     #: the pause was not enough, so the next one backs off longer (see ``refused_resume``).
     resumes: int = 0
+    #: When the last of them was counted (successes seen before it, reported late, do not
+    #: end the row).
+    resumed_at: float | None = None
 
     @property
     def slot_factor(self) -> float:
@@ -148,7 +152,7 @@ class AimdState:
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
                            self.target, self.ok_at, self.base, self.ceiling, self.held,
-                           self.halved, self.counted, self.resumes])
+                           self.halved, self.counted, self.resumes, self.resumed_at])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
@@ -162,17 +166,21 @@ class AimdState:
             halved = len(rest) > 5 and rest[5] is True
             counted = len(rest) > 6 and rest[6] is True
             resumes = rest[7] if len(rest) > 7 and type(rest[7]) is int and rest[7] > 0 else 0
+            resumed_at = _instant(rest[8]) if len(rest) > 8 else None
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
                        _instant(increased), target, ok_at, base, ceiling, held, halved, counted,
-                       resumes)
+                       resumes, resumed_at)
         except (TypeError, ValueError):
             return cls()
 
     def credited(self, now: float, successes: int, aimd: Aimd,
-                 max_factor: float = 1.0) -> AimdState:
+                 max_factor: float = 1.0, seen_at: float | None = None) -> AimdState:
         """Successes raise the factor: fast back to ``target``, slowly above it.
+
+        Successes seen (from ``seen_at`` on; ``None``: unknown, now) after the last refused
+        first send after a pause end that row (``resumes``).
 
         Nothing to credit at ``max_factor`` (the configured rate), without successes,
         or during the pause that came with a cut (``now <= increased_at``). Each credit
@@ -187,10 +195,12 @@ class AimdState:
         0.5025
         >>> AimdState(0.5, increased_at=10.0).credited(99.0, 3, a).factor   # at most 1 s each
         0.505
-        >>> AimdState(resumes=3).credited(5.0, 1, a).resumes   # a success: the pauses sufficed
-        0
+        >>> row = AimdState(resumes=3, resumed_at=5.0)
+        >>> row.credited(6.0, 1, a, seen_at=4.5).resumes, row.credited(6.0, 1, a, seen_at=5.2).resumes
+        (3, 0)
         """
-        if successes > 0 and self.resumes:
+        after = seen_at is None or self.resumed_at is None or seen_at >= self.resumed_at
+        if successes > 0 and self.resumes and after:  # the pause before them was enough
             return replace(self, resumes=0).credited(now, successes, aimd, max_factor)
         if successes <= 0 or self.factor >= max_factor:
             return self
@@ -237,7 +247,9 @@ class AimdState:
         >>> AimdState(resumes=1).refused_resume(12.0, 13.0).resumes
         1
         """
-        return self if now < previous_until else replace(self, resumes=self.resumes + 1)
+        if now < previous_until:
+            return self
+        return replace(self, resumes=self.resumes + 1, resumed_at=now)
 
     def _step(self, now: float, reached: float, aimd: Aimd) -> AimdState | None:
         """At ``reached`` (the target of a climb) with a ``ceiling`` refused in the last

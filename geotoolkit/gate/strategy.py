@@ -243,7 +243,7 @@ class FleetGate:
             return []
         text, state = known
         top = DISCOVER_MAX_RATE if self._discovering(key) else 1.0
-        new = state.credited(self._now(), report.successes, self.aimd, top)
+        new = state.credited(self._now(), report.successes, self.aimd, top, seen_at=report.at)
         return [] if new == state else [self._swap(key, text, new)]
 
     def _counted(self, key: str, report: Report | None) -> list[Op]:
