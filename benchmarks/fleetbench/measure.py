@@ -17,10 +17,10 @@ instant the workers were launched (what a stopwatch sees). The tail is included:
 retried late moves ``t_last``. ``late`` is the same ratio over the steady window's
 second half (``late_half``): where the fleet settled once it had found the rate, the
 figure a long batch lives at (a 20 s cell's three 1 s pauses while it searches are 15 %
-of its ``util``, and a few per mille of a day's run). A limiter that lets a burst through (a calendar
-window's quota) can give more than 1 over a short span; ``win`` is then the honest
-figure for the per-minute window: successes in the complete calendar windows of the run
-over their quota.
+of its ``util``, and a few per mille of a day's run). A limiter that lets a burst
+through (a calendar window's quota) can give more than 1 over a short span; ``win`` is
+then the honest figure for the per-minute window: successes in the complete calendar
+windows of the run over their quota.
 """
 
 from __future__ import annotations

@@ -427,8 +427,8 @@ class FleetGate:
                                              ReadState(key),
                                              ReadCounters(key, (*window_names(self._now()), OK))])
         text, aimd = self._learn(key, values)
-        if resumed:  # the pause was not enough: not the pace
-            event = aimd.refused_resume(state.now, state.pause_until)
+        if resumed:  # the pause was not enough: not the pace (a count lost to a racing
+            event = aimd.refused_resume(state.now, state.pause_until)  # credit: a shorter pause)
         else:
             event = self._event(key, aimd, state, seconds, counters, factor)
         swap = [] if event == aimd else [self._swap(key, text, event)]
