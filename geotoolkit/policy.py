@@ -330,6 +330,20 @@ class Backoff:
         """The wait after a throttled attempt: ``max(delay, clamped Retry-After)``."""
         return max(self.delay(attempt, rng), self.hint(retry_after))
 
+    def beyond(self, attempt: int, retry_after: float | None = None,
+               rng: random.Random | None = None) -> float:
+        """The wait when a wait of the hint proved not enough (the fleet's first send after
+        it was refused too): the clamped ``Retry-After`` and ``delay(attempt)`` more, so it
+        is never the bare hint again, and at most the longest wait either gives alone
+        (``max(max_seconds, retry_after_cap_seconds)``): nothing waits longer for it.
+
+        >>> b = Backoff(initial_seconds=1.0, jitter=0.0)
+        >>> b.beyond(1, 1.0), b.beyond(3, 1.0), b.beyond(1, None), b.beyond(20, 86_400)
+        (2.0, 5.0, 1.0, 300.0)
+        """
+        longest = max(self.max_seconds, self.retry_after_cap_seconds)
+        return min(longest, self.hint(retry_after) + self.delay(attempt, rng))
+
     def hint(self, retry_after: float | None) -> float:
         """``Retry-After`` clamped to ``[0, retry_after_cap_seconds]``; 0 without one.
 

@@ -359,16 +359,16 @@ class Engine:
         after that many such refusals in a row. The pause was not enough, whichever row
         met it (another client took the quota as it reopened, at the same phase each time
         if it sends on a schedule; or the server's ``Retry-After`` is too short): the wait
-        is at least that one (the clamped hint) and a jittered backoff more
-        (``Backoff.delay(resumes + 1)``, doubling with each in a row), so the fleet's
-        pauses grow until a success and do not end at the same phase twice; the pace is
-        not cut (``Gate.pause``).
+        is at least that one and a jittered backoff more (``Backoff.beyond(resumes + 1)``,
+        doubling with each in a row, within the backoff's caps), so the fleet's pauses
+        grow until a success and do not end at the same phase twice; the pace is not cut
+        (``Gate.pause``).
         """
         self.pacer.count(throttled=1)
         backoff = self.settings.backoff
         wait = backoff.wait(throttles, exc.retry_after, self.rng)
         if resumes is not None and exc.status_code == 429:
-            wait = max(wait, backoff.hint(exc.retry_after) + backoff.delay(resumes + 1, self.rng))
+            wait = max(wait, backoff.beyond(resumes + 1, exc.retry_after, self.rng))
             await self.pacer.throttled(exc, wait, resumed=True)
         else:
             await self.pacer.throttled(exc, wait, factor=factor)

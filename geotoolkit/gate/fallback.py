@@ -188,8 +188,10 @@ class FallbackGate:
               resumed: bool = False) -> float:
         # Always remembered locally too: a pause published just before the store
         # went down still holds this process back while degraded.
-        # (Not the refused factor, nor a resume: the pacer read them from the store.)
-        local = self._local.pause(key, seconds, cause=cause, rate_limited=rate_limited)
+        # (Not the refused factor: the pacer read it from the store. A refused resume is
+        # no evidence of the pace on either gate.)
+        local = self._local.pause(key, seconds, cause=cause, rate_limited=rate_limited,
+                                  resumed=resumed)
         return self._route(
             lambda: publish_pause(self.inner, key, seconds, cause=cause,  # may predate them
                                   rate_limited=rate_limited, report=report, factor=factor,

@@ -360,3 +360,17 @@ def test_an_inner_gate_whose_pause_predates_the_factor_is_paused_without_it(
     gate = FallbackGate(inner, clock=clock)
     assert gate.pause(KEY, 2.0, cause="429", rate_limited=True, factor=0.6) == 2.0
     assert inner.calls == 1 and inner.state(KEY).pause_remaining == 2.0
+
+
+def test_a_refused_resume_reaches_both_gates_and_cuts_neither(clock: FakeClock) -> None:
+    """While degraded the claims (and their ``resumes``) come from the local gate: a
+    refused first send after a pause counts there too, and cuts the pace on neither."""
+    inner = FlakyGate(clock)
+    gate = FallbackGate(inner, clock=clock)
+    gate.pause(KEY, 0.0, cause="429", rate_limited=True, resumed=True)
+    assert gate.claim(KEY, 1.0).resumes == 1 and gate.state(KEY).rate_factor == 1.0
+    inner.down = True
+    with pytest.warns(GateUnavailableWarning):
+        gate.pause(KEY, 0.0, cause="429", rate_limited=True, resumed=True)
+    claim = gate.claim(KEY, 1.0)
+    assert claim.resumes == 2 and claim.rate_factor == 1.0
