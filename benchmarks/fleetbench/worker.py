@@ -16,6 +16,7 @@ STARTED = time.time()  # the interpreter has started; geotoolkit is not imported
 import asyncio  # noqa: E402  (the instant above is taken before the imports on purpose)
 import gc  # noqa: E402
 import json  # noqa: E402
+import logging  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
@@ -69,6 +70,8 @@ class WorkerResult:
     claims: list[tuple[float, float, float]] = field(default_factory=list)
     #: (asked at, seconds) per push of the fleet's next claim (a send that left late)
     pushes: list[tuple[float, float]] = field(default_factory=list)
+    #: (time, line) per 429 event this worker's gate call applied (the gate's DEBUG log)
+    events: list[tuple[float, str]] = field(default_factory=list)
     throttled: int = 0  #: Throttled events
     allowed: list[float] = field(default_factory=list)
     workers_seen: int = 0
@@ -190,10 +193,24 @@ def _settle(result: WorkerResult, outcomes: list[Any]) -> None:
                        if o.status not in ("matched", "no_match")][:3]
 
 
+class EventLog(logging.Handler):
+    """Keeps the gate's 429 events (``geotoolkit.gate`` at DEBUG) with their instants."""
+
+    def __init__(self, events: list[tuple[float, str]]) -> None:
+        super().__init__(logging.DEBUG)
+        self.events = events
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.events.append((record.created, record.getMessage()))
+
+
 def run(args: WorkerArgs, result: WorkerResult, *, warm: Any = None) -> None:
     """Geocode ``args.addresses``; ``warm(inner, gate, key)``, if given, is awaited before
     the run (the warm variant's warm-up and start line)."""
     os.nice(args.niceness - os.nice(0))  # absolute: the benchmark itself runs at -10
+    events = logging.getLogger("geotoolkit.gate")
+    events.setLevel(logging.DEBUG)
+    events.addHandler(EventLog(result.events))
     gate = CountingGate(open_gate(args.gate_url))
     try:
         provider = Nominatim(args.url, user_agent=UA, api_key=args.api_key)

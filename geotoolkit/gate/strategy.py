@@ -32,6 +32,7 @@ wait is beyond the horizon), ``pause`` 1 (2 for a 429), ``state``/``record``/``s
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -92,6 +93,9 @@ from geotoolkit.gate.primitives import (
 )
 
 __all__ = ["FleetGate", "fleet_key", "sent_key"]
+
+#: Each 429 event's reading and the factor it set, at DEBUG (why the fleet slowed down).
+log = logging.getLogger("geotoolkit.gate")
 
 #: The fleet's sustained success rate bounds a cut from below once the window spans this.
 MIN_SUSTAINED_SECONDS = 2.0
@@ -429,23 +433,26 @@ class FleetGate:
         text, aimd = self._learn(key, values)
         if resumed:  # the pause was not enough: not the pace (a count lost to a racing
             event = aimd.refused_resume(state.now, state.pause_until)  # credit: a shorter pause)
+            reading = f"the first send after a pause, {event.resumes} in a row"
         else:
-            event = self._event(key, aimd, state, seconds, counters, factor)
+            event, reading = self._event(key, aimd, state, seconds, counters, factor)
         swap = [] if event == aimd else [self._swap(key, text, event)]
         results = self._run([*swap, *counted, sent, op])
         paused = results[-1]
         if swap and results[0]:
             with self._lock:
                 self._known[(key, self._name(key))] = (event.to_text(), event)
+            _log_event(key, aimd, event, reading)
         elif swap and paused.started and not resumed:  # our 429 opened the pause, but the
             self._throttle_again(key, state, seconds, counters, factor)  # factor moved meanwhile
         return paused.remaining
 
     def _event(self, key: str, aimd: AimdState, state: StoreState, seconds: float,
-               counters: Mapping[str, int], refused: float | None = None) -> AimdState:
+               counters: Mapping[str, int],
+               refused: float | None = None) -> tuple[AimdState, str]:
         """The 429 event on ``aimd``: the successes since the fleet resumed are its evidence
         (counted in the stats window; beyond it, the calm times the pace); ``refused``: the
-        factor the refused send was spaced at, if known."""
+        factor the refused send was spaced at, if known. With what it was read from, in words."""
         until = max(state.pause_until, state.now + max(seconds, 0.0))
         with self._lock:
             interval, discovering = self._paces.get(key, (0.0, False))
@@ -482,9 +489,10 @@ class FleetGate:
         # Discovering, the pace the fleet was answered at before its first 429 (the growth
         # of the factor runs ahead of it): with no event before, the same best two seconds.
         paced = fastest if discovering and aimd.throttled_at is None else None
-        return aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
-                              discovering=discovering, ok=ok, floor=sustained, refused=refused,
-                              cycle=cycle, paced=paced)
+        event = aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
+                               discovering=discovering, ok=ok, floor=sustained, refused=refused,
+                               cycle=cycle, paced=paced)
+        return event, _reading(sends, sustained, refused, cycle, paced)
 
     def _throttle_again(self, key: str, state: StoreState, seconds: float,
                         counters: Mapping[str, int], refused: float | None = None,
@@ -495,8 +503,11 @@ class FleetGate:
             text, aimd = self._learn(key, self._run([self._read_state_value(key, name)])[0], name)
             if (aimd.throttled_at or float("-inf")) >= state.now:
                 return  # a later 429 was counted meanwhile: its cut stands for ours
-            event = self._event(key, aimd, state, seconds, counters, refused)
-            if event == aimd or self._run([self._swap(key, text, event)])[0]:
+            event, reading = self._event(key, aimd, state, seconds, counters, refused)
+            if event == aimd:
+                return
+            if self._run([self._swap(key, text, event)])[0]:
+                _log_event(key, aimd, event, reading)
                 return
 
     def state(self, key: str) -> GateState:
@@ -572,3 +583,33 @@ class FleetGate:
 
     def __repr__(self) -> str:
         return f"FleetGate({self.store!r})"
+
+
+def _reading(sends: float, floor: float, refused: float | None, cycle: float | None,
+             paced: float | None) -> str:
+    """What a 429 event was read from, in words (shares are of the pace at the factor).
+
+    >>> _reading(9.0, 0.2273, 1.0, None, None)
+    '9 successes since the last event, refused at 1, floor 0.227'
+    >>> _reading(0.0, 0.0, None, 0.4391, 0.5)
+    '0 successes since the last event, floor 0, cycle 0.439, paced 0.5'
+    """
+    parts = [f"{sends:.3g} successes since the last event"]
+    if refused is not None:
+        parts.append(f"refused at {refused:.3g}")
+    parts.append(f"floor {floor:.3g}")
+    parts.extend(f"{name} {value:.3g}" for name, value in (("cycle", cycle), ("paced", paced))
+                 if value is not None)
+    return ", ".join(parts)
+
+
+def _log_event(key: str, before: AimdState, after: AimdState, reading: str) -> None:
+    """One line per 429 event that changed the fleet's state (the gate key, never the API key)."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("429 event on %s: factor %.4g -> %.4g, target %s, ceiling %s (%s)", key,
+                  before.factor, after.factor, _short(after.target), _short(after.ceiling),
+                  reading)
+
+
+def _short(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"

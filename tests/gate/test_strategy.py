@@ -409,6 +409,30 @@ def test_refused_again_at_a_cut_that_stood_the_cut_reads_the_whole_cycle() -> No
     assert again.factor == pytest.approx(0.86 * Aimd().cut(23))
 
 
+def test_each_429_event_logs_its_reading_and_cut_at_debug_without_the_api_key(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Why the fleet slowed down, one line per event: the factor before and after and what
+    the event was read from; a 429 of the same burst (inside the pause) changes nothing and
+    logs nothing, and the API key behind the gate key never appears."""
+    server = ServerLike(FakeClock(start=MIDNIGHT + 0.5))
+    clock = server.inner.clock
+    gate = _gate(server, local=clock)  # type: ignore[arg-type]
+    gate.reserve(KEY, 0.05)
+    clock.advance(2.0)  # type: ignore[attr-defined]
+    gate.record(KEY, Report(10, 10))
+    with caplog.at_level("DEBUG", logger="geotoolkit.gate"):
+        gate.pause(KEY, 1.0, rate_limited=True)
+        clock.advance(0.2)  # type: ignore[attr-defined]
+        gate.pause(KEY, 1.0, rate_limited=True)  # the same burst
+    lines = [r.getMessage() for r in caplog.records if r.name == "geotoolkit.gate"]
+    assert len(lines) == 1
+    factor = gate.stats(KEY).rate_factor
+    assert factor < 1.0
+    assert f"factor 1 -> {factor:.4g}" in lines[0]
+    assert "successes since the last event" in lines[0] and KEY in lines[0]
+    assert "sk-test" not in caplog.text
+
+
 def test_a_claim_stands_when_its_realignment_fails() -> None:
     """Moving the slots behind a queue of claims is a second round trip: if the store fails
     it, the claim (already spaced on the store) is still answered, and the next claim that
