@@ -190,6 +190,8 @@ class FallbackGate:
         # went down still holds this process back while degraded.
         # (Not the refused factor: the pacer read it from the store. A refused resume is
         # no evidence of the pace on either gate.)
+        # Its 429 events are logged only while it decides (degraded), not as a shadow.
+        self._local.log_events = self._degraded
         local = self._local.pause(key, seconds, cause=cause, rate_limited=rate_limited,
                                   resumed=resumed)
         return self._route(

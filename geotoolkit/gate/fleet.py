@@ -98,7 +98,7 @@ class AimdState:
     429 found); above it they only probe slowly (see ``Aimd``).
 
     >>> state = AimdState(0.5, 10.0, 10.0, 12.5, 0.7, 42, 0.5, 0.9, counted=True, resumes=2,
-    ...                   resumed_at=11.0)
+    ...                   resumed_at=11.0, stepped_from=0.4)
     >>> AimdState.from_text(state.to_text()) == state
     True
     >>> AimdState.from_text(None) == AimdState() == AimdState.from_text("garbage")
@@ -134,6 +134,9 @@ class AimdState:
     #: When the last of them was counted (successes seen before it, reported late, do not
     #: end the row).
     resumed_at: float | None = None
+    #: Where the climb to ``base`` began, when ``base`` is a step the fleet just reached (the
+    #: level that held before it): a 429 before the next step's climb is that step's.
+    stepped_from: float | None = None
 
     @property
     def slot_factor(self) -> float:
@@ -152,7 +155,8 @@ class AimdState:
     def to_text(self) -> str:
         return json.dumps([self.factor, self.decreased_at, self.throttled_at, self.increased_at,
                            self.target, self.ok_at, self.base, self.ceiling, self.held,
-                           self.halved, self.counted, self.resumes, self.resumed_at])
+                           self.halved, self.counted, self.resumes, self.resumed_at,
+                           self.stepped_from])
 
     @classmethod
     def from_text(cls, text: str | None) -> AimdState:
@@ -167,11 +171,12 @@ class AimdState:
             counted = len(rest) > 6 and rest[6] is True
             resumes = rest[7] if len(rest) > 7 and type(rest[7]) is int and rest[7] > 0 else 0
             resumed_at = _instant(rest[8]) if len(rest) > 8 else None
+            stepped_from = _factor(rest[9]) if len(rest) > 9 else None
             if not (math.isfinite(float(factor)) and float(factor) > 0):
                 raise ValueError("a factor must be positive")
             return cls(float(factor), _instant(decreased), _instant(throttled),
                        _instant(increased), target, ok_at, base, ceiling, held, halved, counted,
-                       resumes, resumed_at)
+                       resumes, resumed_at, stepped_from)
         except (TypeError, ValueError):
             return cls()
 
@@ -251,6 +256,22 @@ class AimdState:
             return self
         return replace(self, resumes=self.resumes + 1, resumed_at=now)
 
+    def refuses_step(self, now: float, refused: float) -> bool:
+        """Whether a 429 at ``now`` on a send spaced at ``refused`` refuses the step just
+        reached: before the next step's climb began, at or under the step (slots reserved at
+        the pace before go first, so its sends lag the factor) and over the level it came
+        from. That level held, and the fleet returns to it (measured, 2x on a sliding log:
+        read by its count, such a 429 cut 3 % and stood over the limit; refused again there,
+        the cycle cut it to 0.3 of the configured rate, the limit being 0.5).
+
+        >>> reached = AimdState(0.6, increased_at=13.0, base=0.6, stepped_from=0.5)
+        >>> [reached.refuses_step(now, at) for now, at in ((12.0, 0.58), (12.0, 0.45), (14.0, 0.58))]
+        [True, False, False]
+        """
+        return (self.stepped_from is not None and self.base is not None
+                and self.increased_at is not None and now < self.increased_at
+                and self.stepped_from * (1.0 + 1e-9) < refused <= self.base * (1.0 + 1e-9))
+
     def _step(self, now: float, reached: float, aimd: Aimd) -> AimdState | None:
         """At ``reached`` (the target of a climb) with a ``ceiling`` refused in the last
         ``probe_after_seconds``: the next step toward it, ``step_share`` of the way to just
@@ -274,7 +295,7 @@ class AimdState:
             return None
         return replace(self, factor=reached, base=reached,
                        target=reached + (top - reached) * aimd.step_share,
-                       increased_at=now + aimd.step_after_seconds)
+                       increased_at=now + aimd.step_after_seconds, stepped_from=self.base)
 
     def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
                   sends: float, discovering: bool = False, ok: int | None = None,
@@ -347,7 +368,7 @@ class AimdState:
         """
         if now < previous_until:
             return self
-        state = replace(self, throttled_at=now, ok_at=ok, resumes=0)
+        state = replace(self, throttled_at=now, ok_at=ok, resumes=0, stepped_from=None)
         climb = new_until + aimd.climb_after_seconds
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
             # No second cut so soon, but no climbing during this pause either.
@@ -368,20 +389,24 @@ class AimdState:
             # event is at ``at``, its refused send's pace).
             multiplier = _read(multiplier, cycle, self.factor / at, aimd)
         proposed = at * multiplier
-        climbing = self.target is not None and self.factor < self.target
+        base = self.base
+        stepped = self.refuses_step(now, at)
+        if stepped:
+            base = self.stepped_from
+        climbing = stepped or (self.target is not None and self.factor < self.target)
         settling = self.decreased_at is not None and now - self.decreased_at < SETTLE_SECONDS
         # Refused at or under the level that held: it holds no more.
         held = self.held if self.held is not None and at > self.held * (1.0 + 1e-9) else None
         halved = self.halved and held is not None
         pinned: float | None = None  # a factor that no floor lifts
-        above = self.base is not None and at > self.base * (1.0 + 1e-9)
+        above = base is not None and at > base * (1.0 + 1e-9)
         proven = above and (climbing or settling)  # refused above where it began: it held
-        if self.base is not None and (climbing or settling):
+        if base is not None and (climbing or settling):
             # Refused on the way up: back where the climb began, which held. Refused where it
             # began (or settling there): as far under as shown.
-            proposed = self.base if climbing and above else min(proposed, self.base)
+            proposed = base if climbing and above else min(proposed, base)
             if proven:
-                shown = max(held or 0.0, self.base)
+                shown = max(held or 0.0, base)
                 held, halved = shown, halved and shown == held
         if self.held is not None and held is None:
             # Refused at the level that held (at a limiter's very limit: its jitter): a

@@ -184,6 +184,9 @@ class FleetGate:
         self._known: dict[tuple[str, str], _Known] = {}
         #: Per key, the interval last reserved with and whether the fleet discovers its rate.
         self._paces: dict[str, tuple[float, bool]] = {}
+        #: Whether its 429 events are logged (``geotoolkit.gate`` at DEBUG): not while it
+        #: only shadows another gate (``FallbackGate``'s local one while the store is up).
+        self.log_events = True
 
     # -- the store's clock, and batches ------------------------------------------------------------
 
@@ -442,7 +445,7 @@ class FleetGate:
         if swap and results[0]:
             with self._lock:
                 self._known[(key, self._name(key))] = (event.to_text(), event)
-            _log_event(key, aimd, event, reading)
+            self._log_event(key, aimd, event, reading)
         elif swap and paused.started and not resumed:  # our 429 opened the pause, but the
             self._throttle_again(key, state, seconds, counters, factor)  # factor moved meanwhile
         return paused.remaining
@@ -492,7 +495,12 @@ class FleetGate:
         event = aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                                discovering=discovering, ok=ok, floor=sustained, refused=refused,
                                cycle=cycle, paced=paced)
-        return event, _reading(sends, sustained, refused, cycle, paced)
+        at = (min(aimd.factor, refused) if refused is not None and math.isfinite(refused)
+              and refused > 0 else aimd.factor)
+        reading = _reading(sends, sustained, refused, cycle, paced)
+        if aimd.refuses_step(state.now, at):
+            reading += f", the step from {aimd.stepped_from:.3g} refused"
+        return event, reading
 
     def _throttle_again(self, key: str, state: StoreState, seconds: float,
                         counters: Mapping[str, int], refused: float | None = None,
@@ -507,8 +515,16 @@ class FleetGate:
             if event == aimd:
                 return
             if self._run([self._swap(key, text, event)])[0]:
-                _log_event(key, aimd, event, reading)
+                self._log_event(key, aimd, event, reading)
                 return
+
+    def _log_event(self, key: str, before: AimdState, after: AimdState, reading: str) -> None:
+        """One line per 429 event that changed the fleet's state (the gate key: a hash of
+        the API key, never the key)."""
+        if self.log_events and log.isEnabledFor(logging.DEBUG):
+            log.debug("429 event on %s (%s gate): factor %.4g -> %.4g, target %s, ceiling %s (%s)",
+                      key, self.backend, before.factor, after.factor, _short(after.target),
+                      _short(after.ceiling), reading)
 
     def state(self, key: str) -> GateState:
         """The key's pacing state and the fleet's adaptive factor, in one round trip."""
@@ -601,14 +617,6 @@ def _reading(sends: float, floor: float, refused: float | None, cycle: float | N
     parts.extend(f"{name} {value:.3g}" for name, value in (("cycle", cycle), ("paced", paced))
                  if value is not None)
     return ", ".join(parts)
-
-
-def _log_event(key: str, before: AimdState, after: AimdState, reading: str) -> None:
-    """One line per 429 event that changed the fleet's state (the gate key, never the API key)."""
-    if log.isEnabledFor(logging.DEBUG):
-        log.debug("429 event on %s: factor %.4g -> %.4g, target %s, ceiling %s (%s)", key,
-                  before.factor, after.factor, _short(after.target), _short(after.ceiling),
-                  reading)
 
 
 def _short(value: float | None) -> str:

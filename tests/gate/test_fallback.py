@@ -374,3 +374,26 @@ def test_a_refused_resume_reaches_both_gates_and_cuts_neither(clock: FakeClock) 
         gate.pause(KEY, 0.0, cause="429", rate_limited=True, resumed=True)
     claim = gate.claim(KEY, 1.0)
     assert claim.resumes == 2 and claim.rate_factor == 1.0
+
+
+def test_a_429_event_is_logged_once_by_the_gate_that_decides_it(
+        clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """The local gate shadows every pause; its event is logged only while it decides
+    (degraded), so a healthy fleet's DEBUG log has one line per event, the inner gate's."""
+    inner = FlakyGate(clock)
+    gate = FallbackGate(inner, clock=clock)
+    with caplog.at_level(logging.DEBUG, logger="geotoolkit.gate"):
+        gate.pause(KEY, 1.0, cause="429", rate_limited=True, factor=1.0)
+        healthy = [r.getMessage() for r in caplog.records if r.getMessage().startswith("429 event")]
+        caplog.clear()
+        clock.advance(5.0)
+        inner.down = True
+        with pytest.warns(GateUnavailableWarning):
+            gate.pause(KEY, 1.0, cause="429", rate_limited=True)  # degrades in this call
+        clock.advance(5.0)
+        gate.pause(KEY, 1.0, cause="429", rate_limited=True, factor=1.0)
+    degraded = [r.getMessage() for r in caplog.records if r.getMessage().startswith("429 event")]
+    assert len(healthy) == 1 and healthy[0].startswith(f"429 event on {KEY} (memory gate)")
+    assert inner.store.stats(KEY).rate_factor < 1.0  # the inner gate's cut, logged
+    assert len(degraded) == 1  # the local gate's, deciding while degraded
+    assert "sk-test" not in caplog.text

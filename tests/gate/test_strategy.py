@@ -140,6 +140,29 @@ def test_a_cut_that_stands_climbs_in_steps_toward_the_lowest_factor_refused() ->
     assert discovered.target == pytest.approx(0.25 + (0.49 - 0.25) / 2)
 
 
+def test_refused_at_a_step_just_reached_the_fleet_returns_to_the_step_it_came_from() -> None:
+    """A step reached, and a 429 before the next step's climb began, on a send spaced at
+    or under the step (slots reserved at the pace before go first): that step was refused,
+    the level it came from held. Measured (2x on a sliding log): such a 429, read by its
+    count, cut 3 % and stood over the limit; refused again, the cycle cut it to 0.3."""
+    a = Aimd(decrease=0.5, below_ceiling=0.02, climb_after_seconds=1.0, recover_seconds=2.0,
+             step_share=0.5, step_after_seconds=3.0, step_until=0.15, probe_after_seconds=60.0)
+    stands = replace(AimdState().throttled(0.0, 0.0, 1.0, a, sends=0), factor=0.8,
+                     increased_at=3.0).throttled(3.0, 1.0, 4.0, a, sends=0)
+    reached = stands.credited(6.0, 3, a).credited(7.0, 3, a)
+    assert (reached.factor, reached.base, reached.stepped_from) == (pytest.approx(0.642), reached.factor, 0.5)
+    assert AimdState.from_text(reached.to_text()) == reached
+    for refused in (0.62, reached.factor):  # under the step, or at it
+        back = reached.throttled(9.0, 4.0, 10.0, a, sends=30, refused=refused)
+        assert (back.factor, back.held, back.ceiling) == (0.5, 0.5, refused)
+        assert back.stepped_from is None
+    # Under the level it came from, the step is not what was refused: the count reads it.
+    assert reached.throttled(9.0, 4.0, 10.0, a, sends=30, refused=0.45).factor < 0.45
+    # Once the next climb began, a 429 is on its way up: back to the step just reached.
+    climbing = replace(reached, factor=0.66, increased_at=10.5)
+    assert climbing.throttled(11.0, 4.0, 12.0, a, sends=30).factor == pytest.approx(0.642)
+
+
 def test_refused_at_a_lifted_cut_the_fleet_goes_halfway_back_to_the_level_that_held() -> None:
     """Another client on the key, outside the gate, takes 40 %: the cold burst is cut to
     half (doubted), the climb back refused at 0.98 returns the fleet to that half, which
