@@ -78,6 +78,7 @@ class FallbackGate:
         self.retry_seconds = float(retry_seconds)
         self._clock = clock or SystemClock()
         self._local = MemoryGate(clock=self._clock)
+        self._local.log_events = False  # a shadow of the inner gate's events until degraded
         self._usage: dict[tuple[str, str], Usage] = {}  # last count seen on the store
         self._lock = threading.Lock()
         self._degraded = False
@@ -110,6 +111,7 @@ class FallbackGate:
                 logger.debug("gate %s still unavailable: %s", self.inner.backend, redact(exc))
                 return
             self._degraded = True
+            self._local.log_events = True  # it decides now
             self.backend = f"{self.inner.backend} (fallback: local)"
         message = redact(
             f"the {self.inner.backend} gate is unavailable ({exc}); pacing this process "
@@ -123,6 +125,7 @@ class FallbackGate:
             if not self._degraded:
                 return
             self._degraded = False
+            self._local.log_events = False
             self.backend = self.inner.backend
         logger.warning("the %s gate is reachable again: shared pacing resumed", self.backend)
 
@@ -190,8 +193,6 @@ class FallbackGate:
         # went down still holds this process back while degraded.
         # (Not the refused factor: the pacer read it from the store. A refused resume is
         # no evidence of the pace on either gate.)
-        # Its 429 events are logged only while it decides (degraded), not as a shadow.
-        self._local.log_events = self._degraded
         local = self._local.pause(key, seconds, cause=cause, rate_limited=rate_limited,
                                   resumed=resumed)
         return self._route(

@@ -256,6 +256,18 @@ class AimdState:
             return self
         return replace(self, resumes=self.resumes + 1, resumed_at=now)
 
+    def charged(self, refused: float | None) -> float:
+        """The factor a 429 is charged to: the one its send was spaced at (``refused``, if
+        known: while the factor climbs, a send's slot was reserved at a lower one), at most
+        the factor now.
+
+        >>> AimdState(0.8).charged(0.7), AimdState(0.8).charged(None), AimdState(0.8).charged(0.9)
+        (0.7, 0.8, 0.8)
+        """
+        if refused is not None and math.isfinite(refused) and refused > 0:
+            return min(self.factor, refused)
+        return self.factor
+
     def refuses_step(self, now: float, refused: float) -> bool:
         """Whether a 429 at ``now`` on a send spaced at ``refused`` refuses the step just
         reached: before the next step's climb began, at or under the step (slots reserved at
@@ -373,9 +385,7 @@ class AimdState:
         if self.decreased_at is not None and now - self.decreased_at < aimd.hold_seconds:
             # No second cut so soon, but no climbing during this pause either.
             return replace(state, increased_at=max(self.increased_at or climb, climb))
-        at = self.factor
-        if refused is not None and math.isfinite(refused) and refused > 0:
-            at = min(at, refused)
+        at = self.charged(refused)
         multiplier = aimd.cut(sends)
         if discovering and self.throttled_at is None:
             multiplier = _read(min(multiplier, aimd.discover_cut), paced, self.factor / at, aimd)

@@ -495,10 +495,8 @@ class FleetGate:
         event = aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                                discovering=discovering, ok=ok, floor=sustained, refused=refused,
                                cycle=cycle, paced=paced)
-        at = (min(aimd.factor, refused) if refused is not None and math.isfinite(refused)
-              and refused > 0 else aimd.factor)
         reading = _reading(sends, sustained, refused, cycle, paced)
-        if aimd.refuses_step(state.now, at):
+        if aimd.refuses_step(state.now, aimd.charged(refused)):
             reading += f", the step from {aimd.stepped_from:.3g} refused"
         return event, reading
 
