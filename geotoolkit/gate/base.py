@@ -279,10 +279,9 @@ class Aimd:
     (the *ceiling*): the fleet climbs toward just under the ceiling in steps, each
     ``step_share`` of the way, ``step_after_seconds`` apart, while it is more than
     ``step_until`` under it (a step refused costs a pause of the fleet: closer, the slow
-    probe takes over); a 429 on the way is a new ceiling, and returns the fleet to
-    the step it came from (at a step just reached, before the next climb, its sends lag
-    the factor: halfway from the pace refused back to the level that held, once, and back
-    to that level if refused over it again; a search, as TCP CUBIC climbs back toward the window where it
+    probe takes over); a 429 on the way (or at a step just reached, before the next
+    climb: its sends lag the factor) is a new ceiling, and returns the fleet to
+    the step it came from (a search, as TCP CUBIC climbs back toward the window where it
     last lost, instead of staying at a cut that thin evidence made deep: measured, a
     fleet cut to half of what was left stayed there for the rest of its run). A climb
     refused above where it began shows that level *held*; a cut that stands can still

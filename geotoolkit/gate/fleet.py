@@ -272,12 +272,9 @@ class AimdState:
         """Whether a 429 at ``now`` on a send spaced at ``refused`` refuses the step just
         reached: before the next step's climb began, at or under the step (slots reserved at
         the pace before go first, so its sends lag the factor) and over the level it came
-        from. That level held: the fleet goes halfway from the pace refused back to it, and
-        refused over it again, back to it (measured, 2x on a sliding log: read by its count,
-        such a 429 cut 3 % and stood over the limit; refused again there, the cycle cut it
-        to 0.3 of the configured rate, the limit being 0.5. Straight back to the level that
-        held, another client taking 40 % left the fleet at 0.85 of its share, with no room
-        to step again).
+        from. That level held, and the fleet returns to it (measured, 2x on a sliding log:
+        read by its count, such a 429 cut 3 % and stood over the limit; refused again there,
+        the cycle cut it to 0.3 of the configured rate, the limit being 0.5).
 
         >>> reached = AimdState(0.6, increased_at=13.0, base=0.6, stepped_from=0.5)
         >>> [reached.refuses_step(now, at) for now, at in ((12.0, 0.58), (12.0, 0.45), (14.0, 0.58))]
@@ -421,10 +418,6 @@ class AimdState:
             if proven:
                 shown = max(held or 0.0, base)
                 held, halved = shown, halved and shown == held
-            if stepped:
-                # A refused step: the limit lies between the level that held and the pace
-                # refused. Halfway there, once; refused over the level again, back to it.
-                proposed, held, halved = (base + at) / 2.0, base, True
         if self.held is not None and held is None:
             # Refused at the level that held (at a limiter's very limit: its jitter): a
             # little under it, once; refused there again, the count decides.

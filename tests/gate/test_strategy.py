@@ -140,13 +140,11 @@ def test_a_cut_that_stands_climbs_in_steps_toward_the_lowest_factor_refused() ->
     assert discovered.target == pytest.approx(0.25 + (0.49 - 0.25) / 2)
 
 
-def test_refused_at_a_step_just_reached_the_fleet_goes_halfway_back_to_the_step_it_came_from() -> None:
+def test_refused_at_a_step_just_reached_the_fleet_returns_to_the_step_it_came_from() -> None:
     """A step reached, and a 429 before the next step's climb began, on a send spaced at
     or under the step (slots reserved at the pace before go first): that step was refused,
     the level it came from held. Measured (2x on a sliding log): such a 429, read by its
-    count, cut 3 % and stood over the limit; refused again, the cycle cut it to 0.3.
-    Measured (another client taking 40 %): straight back to the level that held left the
-    fleet at 0.85 of its share with no room to step again; halfway, once, then back."""
+    count, cut 3 % and stood over the limit; refused again, the cycle cut it to 0.3."""
     a = Aimd(decrease=0.5, below_ceiling=0.02, climb_after_seconds=1.0, recover_seconds=2.0,
              step_share=0.5, step_after_seconds=3.0, step_until=0.15, probe_after_seconds=60.0)
     stands = replace(AimdState().throttled(0.0, 0.0, 1.0, a, sends=0), factor=0.8,
@@ -156,15 +154,8 @@ def test_refused_at_a_step_just_reached_the_fleet_goes_halfway_back_to_the_step_
     assert AimdState.from_text(reached.to_text()) == reached
     for refused in (0.62, reached.factor):  # under the step, or at it
         back = reached.throttled(9.0, 4.0, 10.0, a, sends=30, refused=refused)
-        assert back.factor == pytest.approx((0.5 + refused) / 2)
-        assert (back.held, back.halved, back.ceiling) == (0.5, True, refused)
+        assert (back.factor, back.held, back.ceiling) == (0.5, 0.5, refused)
         assert back.stepped_from is None
-        assert AimdState.from_text(back.to_text()) == back
-        # Refused over the level that held again, back to it; at it, a little under it.
-        assert back.throttled(12.0, 10.0, 13.0, a, sends=20).factor == 0.5
-        again = back.throttled(12.0, 10.0, 13.0, a, sends=20).throttled(15.0, 13.0, 16.0, a,
-                                                                        sends=20)
-        assert 0.5 * a.held_cut <= again.factor < 0.5
     # Under the level it came from, the step is not what was refused: the count reads it.
     assert reached.throttled(9.0, 4.0, 10.0, a, sends=30, refused=0.45).factor < 0.45
     # Once the next climb began, a 429 is on its way up: back to the step just reached.
