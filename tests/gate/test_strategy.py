@@ -156,6 +156,11 @@ def test_refused_at_a_step_just_reached_the_fleet_returns_to_the_step_it_came_fr
         back = reached.throttled(9.0, 4.0, 10.0, a, sends=30, refused=refused)
         assert (back.factor, back.held, back.ceiling) == (0.5, 0.5, refused)
         assert back.stepped_from is None
+        assert AimdState.from_text(back.to_text()) == back
+        # Refused again at the level that held, on thin evidence (2 sends, which alone
+        # would halve it): a little under that level (a limiter's jitter at its limit).
+        again = back.throttled(12.0, 10.0, 13.0, a, sends=2)
+        assert 0.5 * a.held_cut <= again.factor < 0.5
     # Under the level it came from, the step is not what was refused: the count reads it.
     assert reached.throttled(9.0, 4.0, 10.0, a, sends=30, refused=0.45).factor < 0.45
     # Once the next climb began, a 429 is on its way up: back to the step just reached.
