@@ -280,7 +280,8 @@ class Aimd:
     ``step_share`` of the way, ``step_after_seconds`` apart, while it is more than
     ``step_until`` under it (a step refused costs a pause of the fleet: closer, the slow
     probe takes over); a 429 on the way (or at a step just reached, before the next
-    climb: its sends lag the factor) is a new ceiling, and returns the fleet to
+    climb, or within ``step_after_seconds`` of the last: its sends lag the factor) is a
+    new ceiling, and returns the fleet to
     the step it came from (a search, as TCP CUBIC climbs back toward the window where it
     last lost, instead of staying at a cut that thin evidence made deep: measured, a
     fleet cut to half of what was left stayed there for the rest of its run). A climb

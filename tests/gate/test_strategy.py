@@ -166,6 +166,18 @@ def test_refused_at_a_step_just_reached_the_fleet_returns_to_the_step_it_came_fr
     # Once the next climb began, a 429 is on its way up: back to the step just reached.
     climbing = replace(reached, factor=0.66, increased_at=10.5)
     assert climbing.throttled(11.0, 4.0, 12.0, a, sends=30).factor == pytest.approx(0.642)
+    # The last step (0.713, within 15 % of just under 0.8: no next one) is refused too
+    # while its sends catch up with it: back to the step it came from, which held.
+    last = reached.credited(11.0, 3, a).credited(12.0, 3, a)
+    assert (last.factor, last.base, last.stepped_from) == (pytest.approx(0.713), last.factor,
+                                                           pytest.approx(0.642))
+    assert last.increased_at == 15.0
+    assert AimdState.from_text(last.to_text()) == last
+    back = last.throttled(13.1, 4.0, 14.1, a, sends=40)  # a count alone: a 2.5 % cut
+    assert (back.factor, back.held) == (pytest.approx(0.642), pytest.approx(0.642))
+    assert back.ceiling == pytest.approx(0.713) and back.target == back.factor
+    # Past that, a 429 at it is read by the count (the step held for a while).
+    assert last.throttled(16.0, 4.0, 17.0, a, sends=40).factor == pytest.approx(0.713 * 0.975)
 
 
 def test_refused_at_a_lifted_cut_the_fleet_goes_halfway_back_to_the_level_that_held() -> None:
