@@ -281,10 +281,10 @@ class Aimd:
     ``step_until`` under it (a step refused costs a pause of the fleet: closer, the slow
     probe takes over); a 429 on the way (or at a step just reached, before the next
     climb, or within ``step_after_seconds`` of the last: its sends lag the factor) is a
-    new ceiling, and returns the fleet to
-    the step it came from (a search, as TCP CUBIC climbs back toward the window where it
-    last lost, instead of staying at a cut that thin evidence made deep: measured, a
-    fleet cut to half of what was left stayed there for the rest of its run). A climb
+    new ceiling, and returns the fleet to the step it came from (a search, as TCP CUBIC
+    climbs back toward the window where it last lost, instead of staying at a cut that
+    thin evidence made deep: measured, a fleet cut to half of what was left stayed there
+    for the rest of its run). A climb
     refused above where it began shows that level *held*; a cut that stands can still
     land above it (lifted by what the fleet sustained). Refused there, or at any level
     over the one that held, the fleet goes halfway back to it rather than as deep as the

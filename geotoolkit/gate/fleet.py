@@ -224,12 +224,11 @@ class AimdState:
                 step = self._step(now, self.target, aimd)
                 if step is not None:
                     return step
-                if self._searching(now, aimd):
-                    # The last step: no next one, but refused while its sends catch up with
-                    # it, it goes back to where its climb began, as any step does.
-                    return replace(self, factor=self.target, base=self.target,
-                                   stepped_from=self.base, counted=False,
-                                   increased_at=now + aimd.step_after_seconds)
+                if self._searched(now, aimd) is not None:
+                    # The last step: no next one, but it is waited at as any step is (its
+                    # sends catch up with it), and refused meanwhile, it goes back too.
+                    return replace(self._at_step(now, self.target, self.target, aimd),
+                                   counted=False)
                 factor = self.target
         elif self.throttled_at is None and max_factor > 1.0:  # discovering: not throttled yet
             factor *= 1.0 + aimd.growth_per_second * credit
@@ -294,12 +293,19 @@ class AimdState:
                 and self.increased_at is not None and now < self.increased_at
                 and self.stepped_from * (1.0 + 1e-9) < refused <= self.base * (1.0 + 1e-9))
 
-    def _searching(self, now: float, aimd: Aimd) -> bool:
-        """Whether the fleet is climbing toward a ``ceiling`` refused in the last
-        ``probe_after_seconds`` (from a ``base``): a search for the limit under it."""
-        return (self.ceiling is not None and self.base is not None
-                and self.throttled_at is not None and aimd.step_share > 0
-                and now - self.throttled_at < aimd.probe_after_seconds)
+    def _searched(self, now: float, aimd: Aimd) -> float | None:
+        """The ``ceiling`` the fleet searches for the limit under, in steps: one refused in
+        the last ``probe_after_seconds`` (``None``: none, or steps are off)."""
+        if (self.ceiling is None or self.throttled_at is None or aimd.step_share <= 0
+                or now - self.throttled_at >= aimd.probe_after_seconds):
+            return None
+        return self.ceiling
+
+    def _at_step(self, now: float, reached: float, target: float, aimd: Aimd) -> AimdState:
+        """At ``reached``, a step of the search: ``step_after_seconds`` there before the climb
+        to ``target`` (a 429 meanwhile refuses the step: ``refuses_step``)."""
+        return replace(self, factor=reached, base=reached, target=target,
+                       increased_at=now + aimd.step_after_seconds, stepped_from=self.base)
 
     def _step(self, now: float, reached: float, aimd: Aimd) -> AimdState | None:
         """At ``reached`` (the target of a climb) with a ``ceiling`` refused in the last
@@ -316,15 +322,13 @@ class AimdState:
         >>> AimdState(0.4, throttled_at=10.0, target=0.5, ceiling=0.8)._step(80.0, 0.5, a) is None
         True
         """
-        if (self.ceiling is None or self.throttled_at is None or aimd.step_share <= 0
-                or now - self.throttled_at >= aimd.probe_after_seconds):
+        ceiling = self._searched(now, aimd)
+        if ceiling is None:
             return None
-        top = self.ceiling * (1.0 - aimd.below_ceiling)
+        top = ceiling * (1.0 - aimd.below_ceiling)
         if top <= reached * (1.0 + aimd.step_until):
             return None
-        return replace(self, factor=reached, base=reached,
-                       target=reached + (top - reached) * aimd.step_share,
-                       increased_at=now + aimd.step_after_seconds, stepped_from=self.base)
+        return self._at_step(now, reached, reached + (top - reached) * aimd.step_share, aimd)
 
     def throttled(self, now: float, previous_until: float, new_until: float, aimd: Aimd,
                   sends: float, discovering: bool = False, ok: int | None = None,
