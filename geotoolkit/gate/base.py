@@ -248,8 +248,10 @@ class Aimd:
     during a pause belong to the burst that published it). An event cuts
     ``rate_factor`` by what it shows: ``n``, the successes since the fleet resumed
     after the previous event (or since it started), less the first (the limiter's burst
-    drained during the pause: that answer was free). On a leaky bucket with a burst of
-    one, the algorithm of most API gateways, a pace ``p`` over a limit ``L`` is then
+    drained during the pause: that answer was free). For the fleet's first 429 before a
+    whole second of its answers was counted, ``n`` is 0: a cold start's answers are what
+    a limiter lets through before its first period ends, not a pace. On a leaky bucket
+    with a burst of one, the algorithm of most API gateways, a pace ``p`` over a limit ``L`` is then
     refused after ``n = 1 / (1 - L/p)`` sends, so the limit is about ``1 - 1/n`` of the pace;
     the cut is that, at least ``below_ceiling`` (a 429 after a long calm: the fleet is
     just over, or its sends jitter: the margin under the limit is learned this way, 2 %

@@ -56,6 +56,7 @@ from geotoolkit.gate.base import (
 from geotoolkit.gate.fleet import (
     AIMD,
     AIMD_TTL_SECONDS,
+    BUCKET_SECONDS,
     CAP_KEEP_SECONDS,
     DISCOVER_MAX_RATE,
     DISCOVERED,
@@ -470,6 +471,13 @@ class FleetGate:
         # A limiter with a burst drained it during the pause (or before the start): the
         # first answer after it was free, not evidence of the pace it admits.
         sends = max(0.0, sends - 1.0)
+        window, _, successes, _ = window_totals(state.now, counters)
+        # The fleet's first 429 before a whole second of its answers was counted: they are
+        # what a limiter lets through before its first period ends (a window's count, a
+        # bucket's burst; some still on their way to the gate), not evidence of the pace.
+        cold = aimd.throttled_at is None and not discovering and window < 2 * BUCKET_SECONDS
+        if cold:
+            sends = 0.0
         calm = state.now - resumed
         per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: 1/s
         if calm >= WINDOW_SECONDS and window_full(state.now, counters):
@@ -477,7 +485,6 @@ class FleetGate:
             sends = max(sends, calm * per_second)
         # The limit is at least what the fleet sustained over the window (pauses included,
         # so a lower bound): a 429 soon after the last one cannot cut below that.
-        window, _, successes, _ = window_totals(state.now, counters)
         sustained = successes / window / per_second if window >= MIN_SUSTAINED_SECONDS else 0.0
         # And at least its best two seconds since the previous event: a 429 of jitter soon
         # after a cut, once the fleet has been answered at nearly its pace for a while, is
@@ -496,6 +503,8 @@ class FleetGate:
                                discovering=discovering, ok=ok, floor=sustained, refused=refused,
                                cycle=cycle, paced=paced)
         reading = _reading(sends, sustained, refused, cycle, paced)
+        if cold:
+            reading += ", in the fleet's first second: its count not read"
         if aimd.refuses_step(state.now, aimd.charged(refused)):
             reading += f", the step from {aimd.stepped_from:.3g} refused"
         return event, reading

@@ -529,3 +529,34 @@ def test_a_claim_is_due_at_its_slot_not_when_the_store_read_its_state() -> None:
 def test_aimd_settings_out_of_range_are_configuration_errors(bad: dict[str, float]) -> None:
     with pytest.raises(ConfigurationError, match=next(iter(bad))):
         Aimd(**bad)
+
+
+def test_the_fleets_first_429_in_its_first_second_is_not_read_from_its_count() -> None:
+    """Configured at 20/s on a limit of 10/s, a cold fleet is refused 0.6 s after its first
+    send, with 5 successes counted. Counted, that reads as a pace a fifth over the limit: a
+    cut to 0.8, still over it, refused again at once and cut by its count again (measured:
+    a 1 s window at 2x, three to four 1 s pauses in a 20 s run). Before a whole second of
+    answers, the count reads what a limiter lets through before its first period ends (a
+    window's count, a bucket's burst), not the pace: the cut is ``Aimd.decrease``. The
+    same count after two whole seconds of answers is read."""
+    server = ServerLike(FakeClock(start=MIDNIGHT + 0.2))
+    clock = server.inner.clock
+    gate = _gate(server, local=clock)  # type: ignore[arg-type]
+    gate.reserve(KEY, 0.05)  # configured at 20/s
+    clock.advance(0.3)  # type: ignore[attr-defined]
+    gate.record(KEY, Report(6, 6))
+    clock.advance(0.3)  # type: ignore[attr-defined]
+    gate.pause(KEY, 1.0, rate_limited=True)
+    assert gate.stats(KEY).rate_factor == pytest.approx(Aimd().decrease)
+    assert Aimd().cut(5) == pytest.approx(0.8)  # what the count alone reads
+
+    warm = ServerLike(FakeClock(start=MIDNIGHT + 0.2))
+    clock = warm.inner.clock
+    gate = _gate(warm, local=clock)  # type: ignore[arg-type]
+    gate.reserve(KEY, 0.05)
+    gate.record(KEY, Report(1, 1))
+    clock.advance(2.1)  # type: ignore[attr-defined]  # answered since two seconds ago
+    gate.record(KEY, Report(5, 5))
+    clock.advance(0.1)  # type: ignore[attr-defined]
+    gate.pause(KEY, 1.0, rate_limited=True)
+    assert gate.stats(KEY).rate_factor == pytest.approx(Aimd().cut(5))
