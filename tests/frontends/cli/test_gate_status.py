@@ -108,11 +108,13 @@ def populate(gate: Gate, host: str) -> tuple[str, str]:
 
 
 def cut_factor(gate: Gate, key: str) -> float:
-    """The factor the 429s of ``populate`` left, as the gate holds it. Seven successes of
-    evidence cut it to 6/7, unless ``populate`` took long enough (a loaded machine) for its
-    eight successes to fill two whole seconds: the best pace then floors the cut at 0.98."""
+    """The factor the 429s of ``populate`` left, as the gate holds it. The fleet's first 429
+    in its first second reads no count: a cut to half. Unless ``populate`` took long enough
+    (a loaded machine) to leave that second: then seven successes of evidence cut it to
+    6/7, or, its eight successes filling two whole seconds, the best pace floors the cut at
+    0.98."""
     factor = gate.state(key).rate_factor
-    assert factor == pytest.approx(6 / 7) or factor == pytest.approx(0.98)
+    assert any(factor == pytest.approx(cut) for cut in (0.5, 6 / 7, 0.98))
     return factor
 
 
