@@ -476,6 +476,7 @@ class FleetGate:
         # what a limiter lets through before its first period ends (a window's count, a
         # bucket's burst; some still on their way to the gate), not evidence of the pace.
         cold = aimd.throttled_at is None and not discovering and window < 2 * BUCKET_SECONDS
+        counted = sends  # what the log shows, read or not
         if cold:
             sends = 0.0
         calm = state.now - resumed
@@ -502,7 +503,7 @@ class FleetGate:
         event = aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                                discovering=discovering, ok=ok, floor=sustained, refused=refused,
                                cycle=cycle, paced=paced)
-        reading = _reading(sends, sustained, refused, cycle, paced)
+        reading = _reading(counted if cold else sends, sustained, refused, cycle, paced)
         if cold:
             reading += ", in the fleet's first second: its count not read"
         if aimd.refuses_step(state.now, aimd.charged(refused)):

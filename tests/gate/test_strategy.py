@@ -531,7 +531,8 @@ def test_aimd_settings_out_of_range_are_configuration_errors(bad: dict[str, floa
         Aimd(**bad)
 
 
-def test_the_fleets_first_429_in_its_first_second_is_not_read_from_its_count() -> None:
+def test_the_fleets_first_429_in_its_first_second_is_not_read_from_its_count(
+        caplog: pytest.LogCaptureFixture) -> None:
     """Configured at 20/s on a limit of 10/s, a cold fleet is refused 0.6 s after its first
     send, with 5 successes counted. Counted, that reads as a pace a fifth over the limit: a
     cut to 0.8, still over it, refused again at once and cut by its count again (measured:
@@ -546,9 +547,13 @@ def test_the_fleets_first_429_in_its_first_second_is_not_read_from_its_count() -
     clock.advance(0.3)  # type: ignore[attr-defined]
     gate.record(KEY, Report(6, 6))
     clock.advance(0.3)  # type: ignore[attr-defined]
-    gate.pause(KEY, 1.0, rate_limited=True)
+    with caplog.at_level("DEBUG", logger="geotoolkit.gate"):
+        gate.pause(KEY, 1.0, rate_limited=True)
     assert gate.stats(KEY).rate_factor == pytest.approx(Aimd().decrease)
     assert Aimd().cut(5) == pytest.approx(0.8)  # what the count alone reads
+    # The log shows the count that was not read, and why.
+    assert "(5 successes since the last event" in caplog.text
+    assert "in the fleet's first second: its count not read" in caplog.text
 
     warm = ServerLike(FakeClock(start=MIDNIGHT + 0.2))
     clock = warm.inner.clock
