@@ -4,9 +4,10 @@ The fleet benchmark's "another client takes 40 %" cells ask the fleet to settle 
 share left (at least 0.85 of it). Whether a pace under the share is also free of 429s
 depends on the limiter, not on the fleet: this script measures it without geotoolkit.
 For each limiter and each pace, two plain loops (``fleetbench.loop``, the same-run
-reference pacer's loop) run side by side on one key for ``--seconds``: the other client
-at ``--other`` requests/s, and a pacer at the pace. Both send on an exact schedule and
-re-send a refused row at their next slot. Every figure comes from the limiter's log.
+reference pacer's loop) run side by side on one key for the same ``--seconds`` (their
+slots in that span): the other client at ``--other`` requests/s, and a pacer at the pace.
+Both send on an exact schedule and re-send a refused row at their next slot. Every
+figure comes from the limiter's log.
 
 Run from the repository root::
 
@@ -45,7 +46,7 @@ def side_by_side(limiter: str, rate: float, pace: float, other: float,
     with tempfile.TemporaryDirectory() as workdir:
         with Target(ALL_LIMITERS[limiter], rate, Path(workdir)) as target:
             loops = [threading.Thread(target=run_loop, args=(LoopArgs(
-                target.url, key, r, prefix, rows=round(r * seconds)),)) for r, prefix in
+                target.url, key, r, prefix, seconds=seconds),)) for r, prefix in
                 ((other, OTHER), (pace, FLEET))]
             for loop in loops:
                 loop.start()

@@ -9,8 +9,8 @@ at the next slot.
 - The **reference pacer** (``rows`` > 0) stops after ``rows`` successes (or three
   times as many attempts): the best a single, gate-free process can do at exactly the
   limit, measured against the same limiter in the same run as the fleet.
-- The **other client** (``rows`` = 0) runs until it is terminated (SIGTERM): an
-  uncoordinated program taking its share of the same key.
+- The **other client** (``rows`` = 0) runs until it is terminated (SIGTERM), or for
+  ``seconds``: an uncoordinated program taking its share of the same key.
 
 Both open their connection before the schedule starts (a ``/status`` request, which is
 neither keyed nor limited), so their first request is not late.
@@ -40,6 +40,7 @@ class LoopArgs:
     prefix: str  #: the address text, e.g. "Reference road" (tells the senders apart in logs)
     rows: int = 0  #: successes to reach; 0: until terminated
     niceness: int = 0
+    seconds: float = 0.0  #: stop once this long after the schedule starts; 0: no deadline
 
 
 class _Stop(Exception):
@@ -59,6 +60,8 @@ def run_loop(args: LoopArgs) -> tuple[int, int]:
         start = time.monotonic()
         try:
             while (not args.rows or ok < args.rows) and (limit is None or sent < limit):
+                if args.seconds and sent / args.rate >= args.seconds:
+                    break  # the next slot is past the deadline
                 delay = start + sent / args.rate - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
