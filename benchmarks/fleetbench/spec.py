@@ -3,8 +3,8 @@
 A *cell* is one limiter, one gate, K workers, the fleet's configured rate (the real
 limit times ``overclaim``) and, optionally, an uncoordinated other client taking
 ``other_share`` of the limit on the same key. Row counts are chosen so that every cell
-lasts long enough to reach a steady state and the whole matrix stays within about 20
-minutes (see ``default_rows``).
+lasts long enough to reach a steady state (see ``default_rows``); measured at 300 rows,
+the K = 16 matrix on three gates with the reference takes about 24 minutes.
 """
 
 from __future__ import annotations
