@@ -44,6 +44,7 @@ from fleetbench.measure import Figures  # noqa: E402
 from fleetbench.nginx import nginx_binary  # noqa: E402
 from fleetbench.overhead import overhead  # noqa: E402
 from fleetbench.spec import (  # noqa: E402
+    ALL_LIMITERS,
     HAPROXY_LIMITERS,
     LIMITERS,
     NGINX_LIMITERS,
@@ -52,7 +53,6 @@ from fleetbench.spec import (  # noqa: E402
     default_rows,
 )
 
-ALL_LIMITERS = {**LIMITERS, **NGINX_LIMITERS, **HAPROXY_LIMITERS}
 #: The proxies' binaries and how to install them (their cells are skipped without them).
 PROXIES = {"nginx": (nginx_binary, "nginx-light"), "haproxy": (haproxy_binary, "haproxy")}
 

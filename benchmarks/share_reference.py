@@ -24,19 +24,17 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH_DIR.parent), str(BENCH_DIR)]
 
 from fleetbench.loop import LoopArgs, run_loop  # noqa: E402  (the paths above first)
-from fleetbench.spec import HAPROXY_LIMITERS, LIMITERS, NGINX_LIMITERS  # noqa: E402
+from fleetbench.spec import ALL_LIMITERS  # noqa: E402
 from fleetbench.target import FLEET, OTHER, Target  # noqa: E402
-
-ALL_LIMITERS = {**LIMITERS, **NGINX_LIMITERS, **HAPROXY_LIMITERS}
 
 
 def side_by_side(limiter: str, rate: float, pace: float, other: float,
@@ -44,14 +42,12 @@ def side_by_side(limiter: str, rate: float, pace: float, other: float,
     """``{"fleet": (sent, refused), "other": (sent, refused)}`` for one pace."""
     key = f"share-{limiter}-{pace:g}-{time.time_ns()}"
     with tempfile.TemporaryDirectory() as workdir:
-        with Target(ALL_LIMITERS[limiter], rate, Path(workdir)) as target:
-            loops = [threading.Thread(target=run_loop, args=(LoopArgs(
-                target.url, key, r, prefix, seconds=seconds),)) for r, prefix in
-                ((other, OTHER), (pace, FLEET))]
+        with (Target(ALL_LIMITERS[limiter], rate, Path(workdir)) as target,
+              ThreadPoolExecutor(max_workers=2) as pool):
+            loops = [pool.submit(run_loop, LoopArgs(target.url, key, r, prefix, seconds=seconds))
+                     for r, prefix in ((other, OTHER), (pace, FLEET))]
             for loop in loops:
-                loop.start()
-            for loop in loops:
-                loop.join()
+                loop.result()  # a loop that failed (the limiter hung up) fails the pace
         arrivals = target.arrivals(key)  # after the block: a proxy's log is written
     return {who: (sum(a.who == who for a in arrivals),
                   sum(a.who == who and a.status == 429 for a in arrivals))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ALL_LIMITERS",
     "HAPROXY_LIMITERS",
     "LIMITERS",
     "NGINX_LIMITERS",
@@ -78,6 +79,8 @@ NGINX_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
 HAPROXY_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
     LimiterSpec("haproxy", "HAProxy http_req_rate(1s), refused requests count", haproxy=True),
 )}
+#: Every limiter by name: the simulator's, nginx's and HAProxy's.
+ALL_LIMITERS: dict[str, LimiterSpec] = {**LIMITERS, **NGINX_LIMITERS, **HAPROXY_LIMITERS}
 
 
 @dataclass(frozen=True)
