@@ -96,9 +96,9 @@ def populate(gate: Gate, host: str) -> tuple[str, str]:
     """A busy key (reports, caps, two workers, a cut factor, a pause, a learned rate) and a
     quiet one; returns both."""
     busy, quiet = gate_key(host, API_KEY), gate_key(host)
-    # Two of its 10 requests throttled 5 s ago (the store's clock is this host's, as the
-    # gate estimates it from its round trips: 2.5 s left too little margin once in a loaded
-    # CI run on PostgreSQL): past the fleet's first second, where a 429's count is read.
+    # Two of its 10 requests throttled 5 s ago: past the fleet's first second, where a
+    # 429's count is read. (At 2.5 s a loaded CI run on PostgreSQL once read it inside the
+    # first second, likely through the gate's estimate of the store's clock; not confirmed.)
     gate.record(busy, Report(2, 0, 2, at=time.time() - 5.0))
     gate.reserve(busy, 0.0, report=Report(8, 8), cap=Cap(100))
     gate.reserve(busy, 0.0, cap=Cap(1000, "month"))
