@@ -481,8 +481,10 @@ class FleetGate:
             sends = 0.0
         calm = state.now - resumed
         per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: 1/s
+        endless = False  # the calm began before anything on record (no pause, no event)
         if calm >= WINDOW_SECONDS and window_full(state.now, counters):
             # Sending since before the window began: the calm, at the pace, says more.
+            endless = resumed <= 0.0
             sends = max(sends, calm * per_second)
         # The limit is at least what the fleet sustained over the window (pauses included,
         # so a lower bound): a 429 soon after the last one cannot cut below that.
@@ -503,7 +505,8 @@ class FleetGate:
         event = aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                                discovering=discovering, ok=ok, floor=sustained, refused=refused,
                                cycle=cycle, paced=paced)
-        reading = _reading(counted if cold else sends, sustained, refused, cycle, paced)
+        reading = _reading(counted if cold else sends, sustained, refused, cycle, paced,
+                           endless=endless)
         if cold:
             reading += ", in the fleet's first second: its count not read"
         if aimd.refuses_step(state.now, aimd.charged(refused)):
@@ -610,15 +613,20 @@ class FleetGate:
 
 
 def _reading(sends: float, floor: float, refused: float | None, cycle: float | None,
-             paced: float | None) -> str:
+             paced: float | None, *, endless: bool = False) -> str:
     """What a 429 event was read from, in words (shares are of the pace at the factor).
+    ``endless``: the successes are a calm's that began before anything on record (no
+    pause, no event on the key): not a count.
 
     >>> _reading(9.0, 0.2273, 1.0, None, None)
     '9 successes since the last event, refused at 1, floor 0.227'
     >>> _reading(0.0, 0.0, None, 0.4391, 0.5)
     '0 successes since the last event, floor 0, cycle 0.439, paced 0.5'
+    >>> _reading(1.78e10, 0.909, 1.0, None, None, endless=True)
+    'a calm since before anything on record, refused at 1, floor 0.909'
     """
-    parts = [f"{sends:.3g} successes since the last event"]
+    parts = ["a calm since before anything on record" if endless
+             else f"{sends:.3g} successes since the last event"]
     if refused is not None:
         parts.append(f"refused at {refused:.3g}")
     parts.append(f"floor {floor:.3g}")

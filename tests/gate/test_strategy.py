@@ -565,3 +565,23 @@ def test_the_fleets_first_429_in_its_first_second_is_not_read_from_its_count(
     clock.advance(0.1)  # type: ignore[attr-defined]
     gate.pause(KEY, 1.0, rate_limited=True)
     assert gate.stats(KEY).rate_factor == pytest.approx(Aimd().cut(5))
+
+
+def test_a_429_after_a_calm_with_nothing_on_record_logs_the_calm_not_a_count(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A fleet answered for 12 s at 10/s, never paused, then refused once: the calm began
+    before anything on record, so its length is unknown (measured: the DEBUG line read
+    "1.78e+10 successes since the last event", the calm since 1970 at the pace). The cut
+    is the least one; the line says what it was read from."""
+    server = ServerLike(FakeClock(start=MIDNIGHT + 0.2))
+    clock = server.inner.clock
+    gate = _gate(server, local=clock)  # type: ignore[arg-type]
+    gate.reserve(KEY, 0.1)
+    for _ in range(12):
+        gate.record(KEY, Report(10, 10))
+        clock.advance(1.0)  # type: ignore[attr-defined]
+    with caplog.at_level("DEBUG", logger="geotoolkit.gate"):
+        gate.pause(KEY, 1.0, rate_limited=True)
+    assert gate.stats(KEY).rate_factor == pytest.approx(1.0 - Aimd().below_ceiling)
+    assert "(a calm since before anything on record" in caplog.text
+    assert "e+" not in caplog.text
