@@ -481,10 +481,9 @@ class FleetGate:
             sends = 0.0
         calm = state.now - resumed
         per_second = aimd.factor / interval if interval > 0 else 1.0  # unknown: 1/s
-        endless = False  # the calm began before anything on record (no pause, no event)
-        if calm >= WINDOW_SECONDS and window_full(state.now, counters):
+        calmed = calm >= WINDOW_SECONDS and window_full(state.now, counters)
+        if calmed:
             # Sending since before the window began: the calm, at the pace, says more.
-            endless = resumed <= 0.0
             sends = max(sends, calm * per_second)
         # The limit is at least what the fleet sustained over the window (pauses included,
         # so a lower bound): a 429 soon after the last one cannot cut below that.
@@ -505,8 +504,9 @@ class FleetGate:
         event = aimd.throttled(state.now, state.pause_until, until, self.aimd, sends=sends,
                                discovering=discovering, ok=ok, floor=sustained, refused=refused,
                                cycle=cycle, paced=paced)
+        # (A calm that began before anything on record, no pause and no event, is no count.)
         reading = _reading(counted if cold else sends, sustained, refused, cycle, paced,
-                           endless=endless)
+                           endless=calmed and resumed <= 0.0)
         if cold:
             reading += ", in the fleet's first second: its count not read"
         if aimd.refuses_step(state.now, aimd.charged(refused)):
