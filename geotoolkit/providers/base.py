@@ -150,9 +150,33 @@ def safe_text(text: object, secrets: tuple[str, ...] = (), limit: int = MAX_REAS
 def json_or_none(response: httpx.Response) -> Any:
     """The JSON body, or ``None`` when there is none that parses (never raises)."""
     try:
-        return response.json()
+        return _json(response)
     except (ValueError, UnicodeError, RecursionError):
         return None
+
+
+# JSON may escape a lone UTF-16 surrogate ("\ud800"), which no UTF-8 text can hold: SQLite,
+# PostgreSQL and Arrow refuse it when the row is stored or exported. Escapes of any
+# surrogate, paired ones too (an emoji), tell which bodies need a look.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _json(response: httpx.Response) -> Any:
+    """The decoded JSON body, each lone surrogate in its text made U+FFFD."""
+    body = response.json()
+    return _valid_text(body) if _SURROGATE_ESCAPE.search(response.content) else body
+
+
+def _valid_text(value: Any) -> Any:
+    """``value`` (decoded JSON) with every lone surrogate in its strings and keys made U+FFFD."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_valid_text(v) for v in value]
+    if isinstance(value, dict):
+        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
+    return value
 
 
 def check_user_agent(user_agent: str | None, provider: str) -> str:
@@ -211,10 +235,11 @@ def decode_json(response: httpx.Response, provider: str, secrets: tuple[str, ...
     """The JSON body, or ProviderResponseError carrying a redacted prefix of the raw text.
 
     Bodies that are not JSON, not UTF-8, numbers of thousands of digits and nesting
-    deeper than Python parses are all refused the same way.
+    deeper than Python parses are all refused the same way. A lone surrogate that JSON
+    escapes (``"\\ud800"``) is read as U+FFFD: no store or file could hold it.
     """
     try:
-        return response.json()
+        return _json(response)
     except (ValueError, UnicodeError, RecursionError) as exc:
         raise ProviderResponseError(
             f"{provider} sent a body that is not JSON (HTTP {response.status_code})",

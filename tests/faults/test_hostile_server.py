@@ -1,0 +1,99 @@
+"""Answers the simulator does not give, from a tiny hostile server on 127.0.0.1.
+
+Each answer is canned: the address names it (``"... #answer=NAME"``) and the server sends
+exactly those bytes, status and headers, whatever the request. The batch runs end to end
+(``df.geocode.run``, a SQLite cache, an export), so a crash in the store or the writer
+counts as much as one in the parser.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pandas as pd
+import pytest
+
+from geotoolkit.export import write_results
+from geotoolkit.policy import Backoff
+from geotoolkit.providers import Nominatim
+
+pytestmark = pytest.mark.faults
+
+SECRET = "sk-server-0123456789abcdef-key"
+UA = "geotoolkit-faults/1.0 (tests@example.org)"
+GOOD = b'[{"lat": "47.141", "lon": "9.5215", "display_name": "Vaduz"}]'
+FAST = {"request_deadline_seconds": 2.0, "max_attempts": 2, "rate": 200.0, "concurrency": 2,
+        "backoff": Backoff(initial_seconds=0.01, max_seconds=0.05, retry_after_cap_seconds=0.1),
+        "gate": "memory://"}
+
+#: name -> (status, headers, body)
+ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
+    # JSON may escape a lone UTF-16 surrogate; no UTF-8 store or file can hold one.
+    "surrogate-label": (200, [], rb'[{"lat": "47.1", "lon": "9.5", "display_name": "Vad\ud800uz",'
+                                 rb' "address": {"road": "St\udfffr", "city": "Vaduz"}}]'),
+    "surrogate-error": (200, [], rb'{"error": "lookup \udc80 failed"}'),
+    "surrogate-400": (400, [], rb'{"error": "bad \ud800 query"}'),
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        text = " ".join(parse_qs(urlsplit(self.path).query).get("q", [""]))
+        name = text.rsplit("#answer=", 1)[1] if "#answer=" in text else ""
+        status, headers, body = ANSWERS.get(name, (200, [], GOOD))
+        self.send_response(status)
+        for key, value in headers:
+            self.send_header(key, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def run(url: str, addresses: list[str], cache: Path, **options: Any) -> pd.DataFrame:
+    provider = Nominatim(url, user_agent=UA, api_key=SECRET)
+    frame = pd.DataFrame({"address": addresses})
+    return frame.geocode.run(provider=provider, cache=f"sqlite:///{cache}", progress=False,
+                             **{**FAST, **options})
+
+
+@pytest.mark.parametrize("answer", ["surrogate-label", "surrogate-error", "surrogate-400"])
+def test_a_lone_surrogate_in_an_answer_is_replaced_and_the_batch_is_stored_and_exported(
+        url: str, tmp_path: Path, answer: str) -> None:
+    cache = tmp_path / "cache.sqlite"
+    result = run(url, ["Städtle 1, Vaduz", f"Landstrasse 1, Vaduz #answer={answer}", "Vaduz"],
+                 cache, full_results=True)
+    assert result["geocode_status"].tolist()[::2] == ["matched", "matched"]
+    row = result.iloc[1]
+    if answer == "surrogate-label":
+        assert row["geocode_status"] == "matched"
+        assert (row["geocode_label"], row["geocode_street"]) == ("Vad\ufffduz", "St\ufffdr")
+    else:
+        assert row["geocode_status"] == "failed" and "\ufffd" in row["geocode_reason"]
+    out = tmp_path / "out.gpkg"
+    assert sum(write_results(result, out)) == 3
+    assert "\ufffd" in out.read_bytes().decode("utf-8", errors="replace")
