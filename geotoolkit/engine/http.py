@@ -13,7 +13,8 @@ exceptions are mapped here, once:
 - a request httpx refuses to build or send (an invalid URL):
   :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent).
 
-httpx logs every request URL at INFO; a filter hides credentials in those records.
+httpx logs every request URL at INFO, httpcore the response headers at DEBUG; a filter
+on each of their loggers hides credentials in those records.
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ DEFAULT_TIMEOUT = httpx.Timeout(20.0, connect=5.0)
 _WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
 
 
+#: The loggers of httpx and httpcore. A logger's filters see only its own records, not
+#: those of its children: httpcore logs under ``httpcore.http11`` and its siblings (at
+#: DEBUG, the response headers, where a ``Location`` may echo the key), not ``httpcore``.
+_HTTP_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11",
+                 "httpcore.http2", "httpcore.proxy", "httpcore.socks")
+
+
 class _RedactingFilter(logging.Filter):
     """httpx logs every request URL at INFO; strip credentials from those records."""
 
@@ -67,7 +75,9 @@ class _RedactingFilter(logging.Filter):
 
 
 def _install_redaction() -> None:
-    for name in ("httpx", "httpcore"):
+    known = [name for name in logging.Logger.manager.loggerDict
+             if name.startswith(("httpx.", "httpcore."))]
+    for name in (*_HTTP_LOGGERS, *known):
         log = logging.getLogger(name)
         if not any(isinstance(f, _RedactingFilter) for f in log.filters):
             log.addFilter(_RedactingFilter())

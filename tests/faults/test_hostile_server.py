@@ -1,13 +1,15 @@
 """Answers the simulator does not give, from a tiny hostile server on 127.0.0.1.
 
 Each answer is canned: the address names it (``"... #answer=NAME"``) and the server sends
-exactly those bytes, status and headers, whatever the request. The batch runs end to end
+exactly those bytes, status and headers (``{target}`` in a header: the request target, the
+key included), whatever the request. The batch runs end to end
 (``df.geocode.run``, a SQLite cache, an export), so a crash in the store or the writer
 counts as much as one in the parser.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +40,8 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
                                  rb' "address": {"road": "St\udfffr", "city": "Vaduz"}}]'),
     "surrogate-error": (200, [], rb'{"error": "lookup \udc80 failed"}'),
     "surrogate-400": (400, [], rb'{"error": "bad \ud800 query"}'),
+    # A header that echoes the request, key and all (httpcore logs headers at DEBUG).
+    "echo-header": (200, [("X-Request", "{target}")], GOOD),
 }
 
 
@@ -50,7 +54,7 @@ class _Handler(BaseHTTPRequestHandler):
         status, headers, body = ANSWERS.get(name, (200, [], GOOD))
         self.send_response(status)
         for key, value in headers:
-            self.send_header(key, value)
+            self.send_header(key, value.replace("{target}", self.path))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -97,3 +101,14 @@ def test_a_lone_surrogate_in_an_answer_is_replaced_and_the_batch_is_stored_and_e
     out = tmp_path / "out.gpkg"
     assert sum(write_results(result, out)) == 3
     assert "\ufffd" in out.read_bytes().decode("utf-8", errors="replace")
+
+
+def test_a_header_that_echoes_the_key_is_not_logged_with_it(
+        url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    result = run(url, ["Landstrasse 1, Vaduz #answer=echo-header"], tmp_path / "cache.sqlite")
+    assert result["geocode_status"].tolist() == ["matched"]
+    headers = [r for r in caplog.records if r.name.startswith("httpcore.")
+               and "X-Request" in r.getMessage()]
+    assert headers  # httpcore did log the headers: the check below checks something
+    assert SECRET not in caplog.text
