@@ -30,6 +30,7 @@ from geotoolkit.providers.base import (
     namespace,
     point_text,
     raise_for_status,
+    redirected,
     safe_text,
 )
 from geotoolkit.providers.policies import POLICIES
@@ -186,13 +187,15 @@ class HTTPProvider:
         return outcome
 
     def _answer(self, response: httpx.Response, parse_body: Any) -> Any:
-        """The shared template: provider statuses, shared statuses, 4xx, then the body."""
+        """The shared template: provider statuses, shared statuses, 4xx, 3xx, then the body."""
         early = self._check(response)
         if early is not None:
             return early
         raise_for_status(response, self.name)
         if response.status_code >= 400:
             return client_error(response, self.name, self.secrets)
+        if 300 <= response.status_code < 400:
+            return redirected(response, self.name, self.secrets)
         return parse_body(response)
 
     def _read(self, read: Any, what: str) -> Any:

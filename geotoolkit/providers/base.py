@@ -41,6 +41,7 @@ __all__ = [
     "json_or_none",
     "point_text",
     "raise_for_status",
+    "redirected",
     "response_date",
     "safe_text",
 ]
@@ -209,7 +210,7 @@ def response_date(response: httpx.Response) -> datetime | None:
 
 
 def raise_for_status(response: httpx.Response, provider: str) -> None:
-    """Map the statuses every provider shares to exceptions; let 200 and 4xx through."""
+    """Map the statuses every provider shares to exceptions; let 2xx, 3xx and 4xx through."""
     status = response.status_code
     if status in (401, 403):
         raise AuthenticationError(
@@ -265,3 +266,23 @@ def client_error(response: httpx.Response, provider: str, secrets: tuple[str, ..
     reason = f"{provider} rejected the query (HTTP {response.status_code})"
     return Failure(reason=f"{reason}: {text}" if text else reason, error="QueryError",
                    provider=provider)
+
+
+def redirected(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> Failure:
+    """A 3xx: not the answer, whatever its body holds; redirects are not followed (one
+    would carry the request, key and all, wherever the server points).
+
+    The reason names where it points, without its query string.
+
+    >>> moved = httpx.Response(301, headers={"Location": "https://geo.example/search?key=k"})
+    >>> where, advice = redirected(moved, "nominatim").reason.split(", ")
+    >>> where
+    'nominatim answered a redirect (HTTP 301) to https://geo.example/search'
+    >>> advice
+    'not followed: use the address it points to as the base URL'
+    """
+    location = response.headers.get("location", "").split("?", 1)[0].split("#", 1)[0]
+    where = f" to {safe_text(location, secrets, 200)}" if location.strip() else ""
+    return Failure(reason=f"{provider} answered a redirect (HTTP {response.status_code}){where}, "
+                          "not followed: use the address it points to as the base URL",
+                   error="ProviderResponseError", provider=provider)

@@ -42,6 +42,10 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     "surrogate-400": (400, [], rb'{"error": "bad \ud800 query"}'),
     # A header that echoes the request, key and all (httpcore logs headers at DEBUG).
     "echo-header": (200, [("X-Request", "{target}")], GOOD),
+    # Redirects are not followed; a 3xx is not an answer, even with a JSON body.
+    "moved-json": (301, [("Location", "http://127.0.0.1:9/elsewhere{target}")], GOOD),
+    "redirect-loop": (302, [("Location", "{target}")], b""),
+    "redirect-bare": (307, [], b""),
 }
 
 
@@ -112,3 +116,17 @@ def test_a_header_that_echoes_the_key_is_not_logged_with_it(
                and "X-Request" in r.getMessage()]
     assert headers  # httpcore did log the headers: the check below checks something
     assert SECRET not in caplog.text
+
+
+@pytest.mark.parametrize("answer", ["moved-json", "redirect-loop", "redirect-bare"])
+def test_a_redirect_fails_its_row_with_the_reason_and_is_never_read_as_an_answer(
+        url: str, tmp_path: Path, answer: str) -> None:
+    result = run(url, ["Vaduz", f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
+    assert result["geocode_status"].tolist() == ["matched", "failed"]
+    row = result.iloc[1]
+    assert row["geocode_attempts"] == 1  # not retried: the next answer would be the same
+    assert "answered a redirect (HTTP 3" in row["geocode_reason"]
+    assert "use the address it points to as the base URL" in row["geocode_reason"]
+    if answer == "moved-json":
+        assert "to http://127.0.0.1:9/elsewhere/search," in row["geocode_reason"]
+    assert SECRET not in result.to_csv()
