@@ -18,6 +18,7 @@ from geotoolkit.errors import (
 )
 from geotoolkit.keys import gate_key
 from geotoolkit.providers import _batch
+from geotoolkit.providers._fields import decimal
 from geotoolkit.providers._fields import label as clean_label
 from geotoolkit.providers.base import (
     DEFAULT_MAX_QUERY_CHARS,
@@ -372,7 +373,9 @@ def policy_rate(name: str, host: str, rate: float | None) -> float | None:
 def lonlat(lon: object, lat: object) -> tuple[float, float]:
     """Finite floats from JSON numbers or numeric strings, within the WGS84 ranges.
 
-    Raises ``TypeError`` or ``ValueError`` (never ``OverflowError``) for anything else.
+    A string must write its number as JSON would (``_fields.decimal``: ``"4_7"`` or
+    ``"٤٧"``, which ``float()`` reads as 47, are not coordinates). Raises ``TypeError``
+    or ``ValueError`` (never ``OverflowError``) for anything else.
 
     >>> lonlat("10.75", 59.91)
     (10.75, 59.91)
@@ -381,10 +384,8 @@ def lonlat(lon: object, lat: object) -> tuple[float, float]:
         raise TypeError("a boolean is not a coordinate")
     if not isinstance(lon, int | float | str) or not isinstance(lat, int | float | str):
         raise TypeError("a coordinate must be a number or a numeric string")
-    if (isinstance(lon, str) and len(lon) > 64) or (isinstance(lat, str) and len(lat) > 64):
-        raise ValueError("a coordinate string that long is not a number")
     try:
-        x, y = float(lon), float(lat)
+        x, y = (decimal(v) if isinstance(v, str) else float(v) for v in (lon, lat))
     except OverflowError as exc:
         raise ValueError("a coordinate too large to be a number") from exc
     if not (math.isfinite(x) and -180.0 <= x <= 180.0):

@@ -9,6 +9,7 @@ ISO country codes, OSM references spelled out. A provider's parser builds its
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,7 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "bbox",
     "country_code",
+    "decimal",
     "dig",
     "first_text",
     "label",
@@ -37,6 +39,11 @@ MAX_LABEL_CHARS = 1000
 MAX_TEXT_CHARS = 1000
 # A numeric string longer than this is not a number anyone means (float() would take it).
 _MAX_NUMBER_CHARS = 64
+# A number written as JSON writes one (ASCII digits, a sign, a fraction, an exponent), with
+# blanks around it. float() takes more: "4_7" (47.0), other scripts' digits ("٤٧"), "nan",
+# "infinity"; none of them is a coordinate or a score a provider means.
+_DECIMAL = re.compile(r"[ \t]*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*",
+                      re.ASCII)
 
 _OSM_TYPES = {"n": "node", "node": "node", "w": "way", "way": "way", "r": "relation",
               "relation": "relation"}
@@ -99,13 +106,30 @@ def number(value: object) -> float | None:
     """
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
-    if isinstance(value, str) and len(value) > _MAX_NUMBER_CHARS:
-        return None
     try:
-        result = float(value)
+        result = decimal(value) if isinstance(value, str) else float(value)
     except (ValueError, OverflowError):
         return None
     return result if math.isfinite(result) else None
+
+
+def decimal(text: str) -> float:
+    """The float a numeric string writes as JSON would (``"-9.5"``, ``"4.7e1"``); ``ValueError``
+    for anything else ``float()`` would take (``"4_7"``, ``"nan"``, digits of other scripts)
+    and for strings over 64 characters.
+
+    >>> decimal(" 47.141"), decimal("-1E2")
+    (47.141, -100.0)
+    >>> decimal("4_7")
+    Traceback (most recent call last):
+    ...
+    ValueError: '4_7' is not a decimal number
+    """
+    if len(text) > _MAX_NUMBER_CHARS:
+        raise ValueError("a numeric string that long is not a number")
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(f"{text!r} is not a decimal number")
+    return float(text)
 
 
 def scaled(value: object, top: float) -> float | None:

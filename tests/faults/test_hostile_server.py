@@ -46,6 +46,9 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     "moved-json": (301, [("Location", "http://127.0.0.1:9/elsewhere{target}")], GOOD),
     "redirect-loop": (302, [("Location", "{target}")], b""),
     "redirect-bare": (307, [], b""),
+    # Numeric strings float() reads but no provider means: "4_7" is 47.0 to Python.
+    "digit-separators": (200, [], b'[{"lat": "4_7.1", "lon": "9_5", "display_name": "x"}]'),
+    "other-digits": (200, [], '[{"lat": "\u0664\u0667", "lon": "9.5", "display_name": "x"}]'.encode()),
 }
 
 
@@ -130,3 +133,11 @@ def test_a_redirect_fails_its_row_with_the_reason_and_is_never_read_as_an_answer
     if answer == "moved-json":
         assert "to http://127.0.0.1:9/elsewhere/search," in row["geocode_reason"]
     assert SECRET not in result.to_csv()
+
+
+@pytest.mark.parametrize("answer", ["digit-separators", "other-digits"])
+def test_a_coordinate_that_is_not_a_decimal_number_fails_its_row(url: str, tmp_path: Path,
+                                                                answer: str) -> None:
+    result = run(url, ["Vaduz", f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
+    assert result["geocode_status"].tolist() == ["matched", "failed"]
+    assert "is not a decimal number" in result["geocode_reason"].iloc[1]

@@ -237,6 +237,9 @@ LAT = {"census": "38.845985"}
     ("NaN literal", "NaN"),
     ("Infinity literal", "-Infinity"),
     ("string", '"59.9x"'),
+    ("digit separators", '"5_9.9"'),             # float() reads 59.9
+    ("other digits", '"\u0665\u0669.\u0669"'),   # Arabic-Indic: float() reads 59.9
+    ("NaN string", '"nan"'),
     ("nested junk", "[" * 50 + "]" * 50),
 ])
 def test_hostile_coordinates_are_failures(name: str, case: str, replacement: str) -> None:
