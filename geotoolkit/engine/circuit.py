@@ -9,6 +9,9 @@ taken with ``only_if_absent``) and sends; the others wait. Any answer from the p
 (even a 4xx or a 429) closes the circuit; another failure reopens it for twice as long
 (up to ``max_interval``). A circuit open for longer than ``timeout_seconds`` ends the
 batch with :class:`~geotoolkit.errors.ProviderUnavailableError`; finished rows are kept.
+So does a provider that answers a worker nothing but 429s and 503s for longer than that:
+a backend down behind a proxy or a load balancer answers 503 for ever, and no refusal
+is a verdict on the rows, so without this bound such a batch would wait for ever.
 
 Rows wait while the circuit is open: a failure seen while it is open, or that opens
 it, does not count toward the row's attempts.
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geotoolkit.engine.pacer import Pacer, call_gate
-from geotoolkit.errors import ProviderUnavailableError
+from geotoolkit.errors import ProviderUnavailableError, RateLimitError
 from geotoolkit.progress import Throttled
 
 __all__ = ["CIRCUIT_VALUE", "PROBE_VALUE", "Circuit", "CircuitState"]
@@ -87,6 +90,7 @@ class Circuit:
         self._prober: asyncio.Task[Any] | None = None  # the task holding the probe lease
         self._run: list[str] = []  # the queries of the current run of failures
         self._read_epoch: int | None = None
+        self._refused_since: float | None = None  # this worker's first 429/503 since an answer
 
     # -- what the engine calls --------------------------------------------------------------
 
@@ -137,11 +141,28 @@ class Circuit:
         if self.known is None:
             await self._release()
 
-    async def answered(self) -> None:
-        """The provider answered (anything but a transport failure): it is reachable."""
+    async def answered(self, *, refused: bool = False) -> None:
+        """The provider answered (anything but a transport failure): it is reachable.
+        ``refused``: the answer was a 429 or a 503 (see :meth:`refused`)."""
         self._run.clear()
+        if not refused:
+            self._refused_since = None
         if self.probing or self.known is not None:
             await self._close()
+
+    def refused(self, exc: RateLimitError) -> None:
+        """A 429/503 this worker met: raise ProviderUnavailableError when it has met nothing
+        else for longer than ``timeout_seconds`` (on the local clock)."""
+        now = self.pacer.clock.now()
+        if self._refused_since is None:
+            self._refused_since = now
+        elif now - self._refused_since > self.timeout_seconds:
+            status = f"HTTP {exc.status_code}" if exc.status_code else "throttling"
+            raise ProviderUnavailableError(
+                f"{self.pacer.host} has answered nothing but refusals ({status}) for "
+                f"{now - self._refused_since:.0f} s; giving up after circuit_timeout_seconds="
+                f"{self.timeout_seconds:g}. Finished rows are kept: run again to resume.",
+                provider=self.pacer.provider, status_code=exc.status_code)
 
     async def failed(self, query_key: str, exc: ProviderUnavailableError) -> bool:
         """A transport failure; return whether the circuit is (now) open for this worker.

@@ -52,7 +52,8 @@ T = TypeVar("T")
 
 #: Errors about the whole run: they stop the batch (finished rows are already stored).
 #: A RateLimitError reaching a worker is the non-blocking budget (429s are handled inside);
-#: a ProviderUnavailableError is an open circuit that did not close in time.
+#: a ProviderUnavailableError is an open circuit that did not close in time, or nothing but
+#: 429s and 503s for as long (``Circuit.refused``).
 _STOPS: tuple[type[BaseException], ...] = (
     AuthenticationError, QuotaExceededError, RateLimitError, GateError, StoreError,
     ConfigurationError, ProviderUnavailableError)
@@ -372,6 +373,7 @@ class Engine:
             await self.pacer.throttled(exc, wait, resumed=True)
         else:
             await self.pacer.throttled(exc, wait, factor=factor)
+        self.circuit.refused(exc)  # nothing but refusals for too long: the batch ends
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)
 
@@ -414,6 +416,9 @@ class Engine:
             outcome = parse(response)
         except ProviderUnavailableError:
             raise  # a 5xx: the provider is there but failing (a transport failure of its own)
+        except RateLimitError:
+            await self.circuit.answered(refused=True)
+            raise
         except BaseException:
             await self.circuit.answered()
             raise

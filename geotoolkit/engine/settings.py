@@ -150,8 +150,8 @@ class EngineSettings:
             "key's circuit for the whole fleet (default 5).")
     circuit_timeout_seconds: float = option(
         600.0, cli={"type": float, "metavar": "S"},
-        doc="How long an open circuit may stay open before the run ends with "
-            "ProviderUnavailableError (default 600).")
+        doc="How long an open circuit may stay open, or a worker meet nothing but 429s and "
+            "503s, before the run ends with ProviderUnavailableError (default 600).")
     clock: Clock | None = option(None, seam=True, doc="Injected time (tests).")
     transport: httpx.AsyncBaseTransport | None = option(
         None, seam=True, doc="Injected HTTP transport (tests).")

@@ -123,6 +123,40 @@ def test_non_blocking_mode_raises_with_the_time_to_the_next_probe() -> None:
     assert info.value.retry_after is not None and info.value.retry_after > 1.0
 
 
+def test_a_provider_that_answers_nothing_but_503_ends_the_batch_after_the_timeout() -> None:
+    clock = FakeClock(start=0.0)
+    sent: list[float] = []
+
+    def down(request: httpx.Request) -> httpx.Response:
+        sent.append(clock.now())
+        if clock.now() < 20.0 or len(sent) > 300:  # up again after 300 requests: never hangs
+            return httpx.Response(200, json=MATCH)
+        return httpx.Response(503, headers={"Retry-After": "5"}, text="no server is available")
+
+    with pytest.raises(ProviderUnavailableError, match=r"nothing but refusals \(HTTP 503\) for") as info:
+        asyncio.run(engine(clock, down, MemoryGate(clock=clock), concurrency=1).run(queries(400)))
+    refused = [t for t in sent if t >= 20.0]
+    assert info.value.status_code == 503
+    assert 600 <= refused[-1] - refused[0] < 650  # given up after circuit_timeout_seconds
+    gaps = [b - a for a, b in itertools.pairwise(refused)]
+    assert min(gaps) >= 5.0 and max(gaps) > 15.0  # Retry-After, then a growing backoff
+
+
+def test_refusals_between_answers_never_end_the_batch() -> None:
+    clock = FakeClock(start=0.0)
+    refusals = itertools.count()
+
+    def busy(request: httpx.Request) -> httpx.Response:  # a 503 at every other request
+        if next(refusals) % 2:
+            return httpx.Response(503, headers={"Retry-After": "30"})
+        return httpx.Response(200, json=MATCH)
+
+    outcomes = asyncio.run(engine(clock, busy, MemoryGate(clock=clock), concurrency=1,
+                                  circuit_timeout_seconds=60.0).run(queries(40)))
+    assert [o.status for o in outcomes] == ["matched"] * 40
+    assert clock.now() > 600  # far longer than the timeout in all, each refusal answered
+
+
 def test_circuit_state_survives_junk_on_the_gate() -> None:
     assert CircuitState.from_json('[1, 2, "x", "y"]') is None
     assert CircuitState.from_json('[1, 2, NaN, "y"]') is None

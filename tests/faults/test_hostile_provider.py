@@ -147,6 +147,21 @@ def test_a_provider_that_refuses_connections_ends_with_a_clear_error_and_keeps_f
     assert cached_keys(cache) == 2  # what was finished before is still there
 
 
+def test_a_provider_that_answers_nothing_but_503_ends_with_a_clear_error_and_keeps_finished_rows(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    # A backend down behind a proxy answers 503 for ever (here 60 times, seconds longer
+    # than the bound): throttling, never a verdict on the rows, so only the bound on
+    # refusals with no answer ends the batch.
+    cache = tmp_path / "c.sqlite"
+    with pytest.raises(ProviderUnavailableError, match=r"nothing but refusals \(HTTP 503\)") as info:
+        run(sim, [*GOOD[:3], "Teststrasse 1, 9490 Vaduz #503x60"], cache, concurrency=1,
+            circuit_timeout_seconds=0.5)
+    assert_no_secret(str(info.value))
+    assert cached_keys(cache) == 3  # the rows answered before it are kept
+    refused = [r for r in sim.requests if r.status == 503]
+    assert len(refused) >= 2  # it waited and asked again before it gave up
+
+
 def test_a_provider_that_comes_back_lets_the_batch_finish(sim: ProviderSimulator,
                                                           tmp_path: Path) -> None:
     sim.outage("reset")
