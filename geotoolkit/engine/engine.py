@@ -158,7 +158,8 @@ class Engine:
         http.warm_up()  # before the first slot, not between a slot and its send
         async with http.make_client(concurrency=self.settings.concurrency,
                                     timeout=self.settings.timeout,
-                                    transport=self.settings.transport) as client:
+                                    transport=self.settings.transport,
+                                    secrets=self.provider.secrets) as client:
             self._client = client
             return await self._run(items)
 

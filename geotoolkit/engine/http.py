@@ -25,6 +25,7 @@ import functools
 import importlib
 import logging
 import ssl
+from collections.abc import Iterable
 
 import httpx
 
@@ -65,16 +66,22 @@ _HTTP_LOGGERS = ("httpx", "httpcore", "httpcore.connection", "httpcore.http11",
                  "httpcore.http2", "httpcore.proxy", "httpcore.socks")
 
 
+#: The exact secrets (API keys) of the clients made in this process: a header or a body
+#: httpcore logs may echo a key bare, with no ``key=`` before it for a pattern to find.
+_SECRETS: set[str] = set()
+
+
 class _RedactingFilter(logging.Filter):
     """httpx logs every request URL at INFO; strip credentials from those records."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = redact(record.getMessage())
+        record.msg = redact(record.getMessage(), tuple(_SECRETS))
         record.args = None
         return True
 
 
-def _install_redaction() -> None:
+def _install_redaction(secrets: Iterable[str | None] = ()) -> None:
+    _SECRETS.update(s for s in secrets if s)
     known = [name for name in logging.Logger.manager.loggerDict
              if name.startswith(("httpx.", "httpcore."))]
     for name in (*_HTTP_LOGGERS, *known):
@@ -96,9 +103,11 @@ def make_client(
     concurrency: int,
     timeout: httpx.Timeout | float | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    secrets: Iterable[str | None] = (),
 ) -> httpx.AsyncClient:
-    """An AsyncClient sized for ``concurrency`` keep-alive connections."""
-    _install_redaction()
+    """An AsyncClient sized for ``concurrency`` keep-alive connections. ``secrets``: exact
+    values (the provider's API key) hidden wherever httpx and httpcore log them."""
+    _install_redaction(secrets)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     return httpx.AsyncClient(
         timeout=DEFAULT_TIMEOUT if timeout is None else timeout,

@@ -42,6 +42,8 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     "surrogate-400": (400, [], rb'{"error": "bad \ud800 query"}'),
     # A header that echoes the request, key and all (httpcore logs headers at DEBUG).
     "echo-header": (200, [("X-Request", "{target}")], GOOD),
+    # A header that echoes the bare key, no "key=" before it.
+    "echo-key": (200, [("X-Request", "{key}")], GOOD),
     # Redirects are not followed; a 3xx is not an answer, even with a JSON body.
     "moved-json": (301, [("Location", "http://127.0.0.1:9/elsewhere{target}")], GOOD),
     "redirect-loop": (302, [("Location", "{target}")], b""),
@@ -56,11 +58,13 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        text = " ".join(parse_qs(urlsplit(self.path).query).get("q", [""]))
+        params = parse_qs(urlsplit(self.path).query)
+        text = " ".join(params.get("q", [""]))
         name = text.rsplit("#answer=", 1)[1] if "#answer=" in text else ""
         status, headers, body = ANSWERS.get(name, (200, [], GOOD))
         self.send_response(status)
         for key, value in headers:
+            value = value.replace("{key}", " ".join(params.get("key", [""])))
             self.send_header(key, value.replace("{target}", self.path))
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -110,10 +114,11 @@ def test_a_lone_surrogate_in_an_answer_is_replaced_and_the_batch_is_stored_and_e
     assert "\ufffd" in out.read_bytes().decode("utf-8", errors="replace")
 
 
+@pytest.mark.parametrize("answer", ["echo-header", "echo-key"])
 def test_a_header_that_echoes_the_key_is_not_logged_with_it(
-        url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, answer: str) -> None:
     caplog.set_level(logging.DEBUG)
-    result = run(url, ["Landstrasse 1, Vaduz #answer=echo-header"], tmp_path / "cache.sqlite")
+    result = run(url, [f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "cache.sqlite")
     assert result["geocode_status"].tolist() == ["matched"]
     headers = [r for r in caplog.records if r.name.startswith("httpcore.")
                and "X-Request" in r.getMessage()]
