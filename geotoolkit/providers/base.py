@@ -157,22 +157,25 @@ def json_or_none(response: httpx.Response) -> Any:
 
 
 # JSON may escape a lone UTF-16 surrogate ("\ud800"), which no UTF-8 text can hold: SQLite,
-# PostgreSQL and Arrow refuse it when the row is stored or exported. Escapes of any
-# surrogate, paired ones too (an emoji), tell which bodies need a look.
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# PostgreSQL and Arrow refuse it when the row is stored or exported. It may escape NUL too
+# ("\u0000"): PostgreSQL refuses it in text (one such label ended the batch on a
+# PostgreSQL cache) and GDAL cuts the text there. Escapes of any surrogate, paired ones too
+# (an emoji), and of NUL tell which bodies need a look.
+_UNSTORABLE_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
+_UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
 
 
 def _json(response: httpx.Response) -> Any:
-    """The decoded JSON body, each lone surrogate in its text made U+FFFD."""
+    """The decoded JSON body, each lone surrogate and NUL in its text made U+FFFD."""
     body = response.json()
-    return _valid_text(body) if _SURROGATE_ESCAPE.search(response.content) else body
+    return _valid_text(body) if _UNSTORABLE_ESCAPE.search(response.content) else body
 
 
 def _valid_text(value: Any) -> Any:
-    """``value`` (decoded JSON) with every lone surrogate in its strings and keys made U+FFFD."""
+    """``value`` (decoded JSON) with every lone surrogate and NUL in its strings and keys
+    made U+FFFD."""
     if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
+        return _UNSTORABLE.sub("\ufffd", value)
     if isinstance(value, list):
         return [_valid_text(v) for v in value]
     if isinstance(value, dict):
@@ -236,8 +239,9 @@ def decode_json(response: httpx.Response, provider: str, secrets: tuple[str, ...
     """The JSON body, or ProviderResponseError carrying a redacted prefix of the raw text.
 
     Bodies that are not JSON, not UTF-8, numbers of thousands of digits and nesting
-    deeper than Python parses are all refused the same way. A lone surrogate that JSON
-    escapes (``"\\ud800"``) is read as U+FFFD: no store or file could hold it.
+    deeper than Python parses are all refused the same way. A lone surrogate or a NUL that
+    JSON escapes (``"\\ud800"``, ``"\\u0000"``) is read as U+FFFD: no store or file could
+    hold it.
     """
     try:
         return _json(response)

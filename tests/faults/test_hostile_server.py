@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
+import pyogrio
 import pytest
 
 from geotoolkit.export import write_results
@@ -40,6 +41,9 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
                                  rb' "address": {"road": "St\udfffr", "city": "Vaduz"}}]'),
     "surrogate-error": (200, [], rb'{"error": "lookup \udc80 failed"}'),
     "surrogate-400": (400, [], rb'{"error": "bad \ud800 query"}'),
+    # JSON may escape NUL too: PostgreSQL refuses it in text, GDAL cuts the text there.
+    "nul-label": (200, [], rb'[{"lat": "47.1", "lon": "9.5", "display_name": "Va\u0000duz",'
+                           rb' "address": {"road": "St\u0000r", "city": "Vaduz"}}]'),
     # A header that echoes the request, key and all (httpcore logs headers at DEBUG).
     "echo-header": (200, [("X-Request", "{target}")], GOOD),
     # A header that echoes the bare key, no "key=" before it.
@@ -89,10 +93,12 @@ def url() -> Iterator[str]:
         thread.join()
 
 
-def run(url: str, addresses: list[str], cache: Path, **options: Any) -> pd.DataFrame:
+def run(url: str, addresses: list[str], cache: Path | str, **options: Any) -> pd.DataFrame:
+    """``cache``: a SQLite file, or a URL."""
     provider = Nominatim(url, user_agent=UA, api_key=SECRET)
     frame = pd.DataFrame({"address": addresses})
-    return frame.geocode.run(provider=provider, cache=f"sqlite:///{cache}", progress=False,
+    where = cache if isinstance(cache, str) else f"sqlite:///{cache}"
+    return frame.geocode.run(provider=provider, cache=where, progress=False,
                              **{**FAST, **options})
 
 
@@ -112,6 +118,19 @@ def test_a_lone_surrogate_in_an_answer_is_replaced_and_the_batch_is_stored_and_e
     out = tmp_path / "out.gpkg"
     assert sum(write_results(result, out)) == 3
     assert "\ufffd" in out.read_bytes().decode("utf-8", errors="replace")
+
+
+def test_a_nul_in_an_answer_is_replaced_and_the_batch_is_stored_on_postgresql_and_exported(
+        url: str, tmp_path: Path, postgres_dsn: str) -> None:
+    result = run(url, ["Städtle 1, Vaduz", "Landstrasse 1, Vaduz #answer=nul-label"],
+                 postgres_dsn, full_results=True)
+    assert result["geocode_status"].tolist() == ["matched", "matched"]
+    row = result.iloc[1]
+    assert (row["geocode_label"], row["geocode_street"]) == ("Va\ufffdduz", "St\ufffdr")
+    out = tmp_path / "out.gpkg"
+    assert sum(write_results(result, out)) == 2
+    labels = pyogrio.read_dataframe(out, layer="geocoded")["geocode_label"].tolist()
+    assert "Va\ufffdduz" in labels  # whole, not cut at the NUL
 
 
 @pytest.mark.parametrize("answer", ["echo-header", "echo-key"])
