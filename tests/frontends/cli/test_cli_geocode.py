@@ -173,3 +173,23 @@ def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
     err = capsys.readouterr().err
     assert "not UTF-8 text (byte 0xe4" in err and "save it as UTF-8" in err
     assert sim.requests == [] and not out.exists()
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    # an unquoted comma in the first row: pandas would take the first column as the index
+    # and geocode " 9490 Vaduz" as the address of id "Städtle 38"
+    ("id,address\n1,Städtle 38, 9490 Vaduz\n2,Landstrasse 19\n", "a row has more cells than the header"),
+    ("id,address\n1,Landstrasse 19\n2,Städtle 38, 9490 Vaduz\n", "Expected 2 fields in line 3, saw 3"),
+    # pandas would rename the second column to "address.1"
+    ("address,id,address\nLandstrasse 19,1,x\n", "names a column more than once: 'address'"),
+])
+def test_a_csv_whose_cells_do_not_line_up_with_its_header_is_refused(
+        body: str, message: str, sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_text(body, encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"geotoolkit: cannot read {path}: ") and message in err
+    assert "Traceback" not in err
+    assert sim.requests == [] and not out.exists()
