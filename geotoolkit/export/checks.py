@@ -44,10 +44,11 @@ def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
     """Refuse, before any request, a frame whose result ``path`` could not hold.
 
     Column names must be non-empty text, distinct even ignoring case (GeoPackage is
-    SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column must hold
-    unique whole numbers (GeoPackage uses it as the feature id). With ``reverse``,
-    ``frame`` holds the input columns of a reverse run (``ReverseJob.frame``), whose
-    result adds :data:`~geotoolkit.export.dtypes.REVERSE_COLUMNS`.
+    SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column (in any case)
+    must hold unique whole numbers (GeoPackage uses it as the feature id). With
+    ``reverse``, ``frame`` holds the input columns of a reverse run
+    (``ReverseJob.frame``), whose result adds
+    :data:`~geotoolkit.export.dtypes.REVERSE_COLUMNS`.
 
     Examples
     --------
@@ -72,14 +73,15 @@ case: 'address' and 'Address'; rename one of them
         if other != column:
             raise ConfigurationError(f"{name} cannot hold columns that differ only in case: "
                                      f"{other!r} and {column!r}; rename one of them")
-    if fmt == "GeoPackage" and "fid" in frame.columns:
-        _check_fid(frame["fid"], name)
+    if fmt == "GeoPackage":
+        for fid in [c for c in frame.columns if isinstance(c, str) and c.casefold() == "fid"]:
+            _check_fid(frame[fid], name, fid)
 
 
-def _check_fid(fid: pd.Series, name: str) -> None:
+def _check_fid(fid: pd.Series, name: str, column: str) -> None:
     values = pd.to_numeric(fid, errors="coerce")
     whole = values.notna().all() and bool((values == values.round()).all())
     if not whole or not values.is_unique:
         raise ConfigurationError(
-            f"{name}: a 'fid' column is GeoPackage's feature id and must hold unique whole "
-            "numbers; rename it (e.g. df.rename(columns={'fid': 'source_fid'}))")
+            f"{name}: a {column!r} column is GeoPackage's feature id and must hold unique whole "
+            f"numbers; rename it (e.g. df.rename(columns={{{column!r}: 'source_fid'}}))")

@@ -48,12 +48,26 @@ def _text(value: object) -> str | None:
     return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+#: GDAL names a GeoPackage's geometry column ``geom``, which an input column of that name
+#: (in any case: SQLite's names are case-insensitive) would collide with after the run;
+#: named as in the frame, the result's own ``geometry`` already keeps other columns apart.
+_LAYER_OPTIONS = {"GEOMETRY_NAME": "geometry"}
+
+
+def _feature_ids(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``fid`` column (any case) as whole numbers: GDAL takes such a
+    column as the feature id, and refuses it as text (a CSV's ``"1"``) or float (``1.0``)."""
+    for name in [c for c in frame.columns if isinstance(c, str) and c.casefold() == "fid"]:
+        frame[name] = pd.to_numeric(frame[name]).astype("int64")
+    return frame
+
+
 def _letters_layer(letters: pd.DataFrame) -> pd.DataFrame:
     """The dead letters as GDAL takes them: a reverse result's keep their input geometry."""
     if isinstance(letters, gpd.GeoDataFrame):
         name = letters.geometry.name
-        return gpd.GeoDataFrame(_plain(letters), geometry=name, crs=letters.crs)
-    return _plain(letters)
+        return gpd.GeoDataFrame(_feature_ids(_plain(letters)), geometry=name, crs=letters.crs)
+    return _feature_ids(_plain(letters))
 
 
 def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:
@@ -73,10 +87,12 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     letters = dead_letters(result)
     try:
         partial.unlink(missing_ok=True)
-        geocoded = gpd.GeoDataFrame(_plain(matched), geometry="geometry", crs=result.crs)
-        geocoded.to_file(partial, layer="geocoded", driver="GPKG", engine="pyogrio")
+        geocoded = gpd.GeoDataFrame(_feature_ids(_plain(matched)), geometry="geometry",
+                                    crs=result.crs)
+        pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
+                                layer_options=_LAYER_OPTIONS)
         pyogrio.write_dataframe(_letters_layer(letters), partial, layer="dead_letters",
-                                driver="GPKG", append=False)
+                                driver="GPKG", append=False, layer_options=_LAYER_OPTIONS)
         os.replace(partial, target)
     except (OSError, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError,
             ValueError) as exc:

@@ -193,3 +193,21 @@ def test_a_csv_whose_cells_do_not_line_up_with_its_header_is_refused(
     assert err.startswith(f"geotoolkit: cannot read {path}: ") and message in err
     assert "Traceback" not in err
     assert sim.requests == [] and not out.exists()
+
+
+def test_a_csv_with_fid_and_geom_columns_is_written_whole(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A QGIS export has a ``fid`` column (text, in a CSV) and may have a ``geom`` one: both
+    collided with what GDAL writes (the feature id, the geometry column) only after every
+    row had been geocoded."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_text('FID,Geom,address\n7,a,"Landstrasse 19, 9494 Schaan"\n9,b,Nowhere Lane 1\n',
+                    encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded", fid_as_index=True)
+    letters = pyogrio.read_dataframe(out, layer="dead_letters", fid_as_index=True,
+                                     read_geometry=False)
+    assert (geocoded.index.tolist(), geocoded["Geom"].tolist()) == ([7], ["a"])
+    assert (letters.index.tolist(), letters["Geom"].tolist()) == ([9], ["b"])
+    assert (geocoded.geometry.x[7], geocoded.geometry.y[7]) == sim.expected(
+        "Landstrasse 19, 9494 Schaan")
