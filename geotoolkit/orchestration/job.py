@@ -44,7 +44,7 @@ from geotoolkit.results import (
     Query,
     query_from_value,
 )
-from geotoolkit.schema import STATUSES, final_status, passes_on
+from geotoolkit.schema import STATUSES, final_status, passes_on, result_columns
 from geotoolkit.store import ResultStore, open_store
 from geotoolkit.urls import backend_of
 from geotoolkit.validate import require_country
@@ -136,8 +136,9 @@ def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = Fals
             f"the frame has duplicate column names: {', '.join(map(repr, duplicated))}; "
             "give every column a distinct name first (df.columns = [...])")
     require_columns(frame.columns, columns.names(frame.columns))
-    ours = "geocode_status" in frame.columns  # an earlier result: its lon/lat are ours
-    theirs = [c for c in ("lon", "lat") if c in frame.columns and not ours]
+    ours = "geocode_status" in frame.columns  # an earlier result: its geocode columns are ours
+    # otherwise every column a result adds (lon, lat, geocode_label, ...) is the frame's own
+    theirs = [] if ours else [str(c) for c in result_columns(frame.columns)]
     if _has_own_geometry(frame) and not ours:
         theirs.append("geometry")
     if theirs and not overwrite:

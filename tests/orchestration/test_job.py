@@ -70,6 +70,19 @@ def test_the_users_own_lon_lat_or_geometry_are_never_overwritten_in_silence() ->
     FrameJob(empty, Columns("address"), options())  # no geometry of theirs to lose
 
 
+@pytest.mark.parametrize("name", ["geocode_label", "geocode_reason", "geocode_street",
+                                  "geocode_coarse_lon", "geocode_fixed"])
+def test_the_users_own_geocode_columns_are_never_dropped_in_silence(name: str) -> None:
+    """A result drops every column of the names it adds; outside an earlier result (which
+    has a geocode_status) such a column is the user's own."""
+    own = frame(address=["Vaduz"], **{name: ["mine"]})
+    with pytest.raises(ConfigurationError, match=f"own {name} column.*overwrite_columns=True"):
+        FrameJob(own, Columns("address"), options())
+    FrameJob(own, Columns("address"), options(overwrite_columns=True))  # explicit: allowed
+    earlier = frame(address=["Vaduz"], geocode_status=["matched"], **{name: ["ours"]})
+    FrameJob(earlier, Columns("address"), options())  # an earlier result's: replaced
+
+
 def test_an_earlier_result_can_be_geocoded_again() -> None:
     with ProviderSimulator() as sim:
         opts = options(provider=Nominatim(sim.url, user_agent=AGENT), rate=100)
