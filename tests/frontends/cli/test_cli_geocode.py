@@ -211,3 +211,16 @@ def test_a_csv_with_fid_and_geom_columns_is_written_whole(
     assert (letters.index.tolist(), letters["Geom"].tolist()) == ([9], ["b"])
     assert (geocoded.geometry.x[7], geocoded.geometry.y[7]) == sim.expected(
         "Landstrasse 19, 9494 Schaan")
+
+
+@pytest.mark.parametrize(("output", "message"), [
+    ("missing/out.gpkg", "there is no directory"), ("missing/out.parquet", "there is no directory"),
+    ("folder.gpkg", "it is a directory")])
+def test_an_output_that_cannot_be_put_in_place_is_refused_before_anything_is_sent(
+        output: str, message: str, sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "folder.gpkg").mkdir()
+    assert main(_argv(sim, csv_path, tmp_path / output, "--cache", "none")) == 2
+    assert f"geotoolkit: cannot write {tmp_path / output}: {message}" in capsys.readouterr().err
+    assert sim.requests == []  # not after the whole run
+    assert not (tmp_path / "missing").exists()
