@@ -8,7 +8,9 @@ half-written file, and return ``(geocoded, dead_letters)`` row counts.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import geopandas as gpd
@@ -70,6 +72,30 @@ def _letters_layer(letters: pd.DataFrame) -> pd.DataFrame:
     return _feature_ids(_plain(letters))
 
 
+#: What a writer raises for a frame or a place it cannot write (a column type the format
+#: has no field for, a number too large for it, a missing directory, a full disk).
+_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, TypeError, OverflowError,
+                                        NotImplementedError)
+_GDAL_ERRORS = (*_ERRORS, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError)
+
+
+@contextlib.contextmanager
+def _into_place(target: Path, partial: Path, what: str,
+                errors: tuple[type[Exception], ...]) -> Iterator[None]:
+    """Write ``partial`` in the block, then move it over ``target``. However the block
+    fails (an interrupt too) the partial file is removed; ``errors`` become ExportError."""
+    try:
+        partial.unlink(missing_ok=True)
+        yield
+        os.replace(partial, target)
+    except errors as exc:
+        partial.unlink(missing_ok=True)
+        raise ExportError(f"cannot write {what} {target}: {exc}") from exc
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
 def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:
     """Write matched rows to layer ``geocoded`` and the rest to ``dead_letters``.
 
@@ -85,19 +111,13 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     partial = target.with_name(f".{target.stem}.partial{target.suffix or '.gpkg'}")
     matched = result[result["geocode_status"] == "matched"]
     letters = dead_letters(result)
-    try:
-        partial.unlink(missing_ok=True)
+    with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
         geocoded = gpd.GeoDataFrame(_feature_ids(_plain(matched)), geometry="geometry",
                                     crs=result.crs)
         pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
                                 layer_options=_LAYER_OPTIONS)
         pyogrio.write_dataframe(_letters_layer(letters), partial, layer="dead_letters",
                                 driver="GPKG", append=False, layer_options=_LAYER_OPTIONS)
-        os.replace(partial, target)
-    except (OSError, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError,
-            ValueError) as exc:
-        partial.unlink(missing_ok=True)
-        raise ExportError(f"cannot write GeoPackage {target}: {exc}") from exc
     return len(matched), len(letters)
 
 
@@ -126,13 +146,8 @@ def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
         raise ExportError("GeoParquet needs pyarrow: pip install 'geotoolkit[parquet]'") from exc
     frame = gpd.GeoDataFrame(_plain(result, categories=False), geometry=result.geometry.name,
                              crs=result.crs)
-    try:
-        partial.unlink(missing_ok=True)
+    with _into_place(target, partial, "GeoParquet", (*_ERRORS, pyarrow.ArrowException)):
         frame.to_parquet(partial, index=True, compression="zstd")
-        os.replace(partial, target)
-    except (OSError, ValueError, TypeError, pyarrow.ArrowException) as exc:
-        partial.unlink(missing_ok=True)
-        raise ExportError(f"cannot write GeoParquet {target}: {exc}") from exc
     return len(matched), len(letters)
 
 

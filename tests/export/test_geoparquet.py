@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import geopandas as gpd
+import numpy as np
 import pandas as pd
 import pyogrio
 import pytest
@@ -80,6 +81,23 @@ def test_a_failed_write_leaves_the_previous_file_untouched(
         write_geoparquet(_result().iloc[:1], target)
     assert target.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]
+
+
+@pytest.mark.parametrize(("name", "column"), [
+    ("out.gpkg", pd.to_timedelta([1, 2, 3, 4], unit="s")),   # GDAL has no such field
+    ("out.gpkg", np.array([2**64 - 1, 0, 1, 2], dtype="uint64")),  # too large for its integers
+    ("out.gpkg", [1j, 2j, 3j, 4j]), ("out.parquet", [1j, 2j, 3j, 4j])])
+def test_a_column_the_format_cannot_hold_is_an_export_error_leaving_nothing_behind(
+        tmp_path: Path, name: str, column: object) -> None:
+    target = tmp_path / name
+    write_results(_result(), target)
+    before = target.read_bytes()
+    result = _result()
+    result.insert(1, "odd", column)
+    with pytest.raises(ExportError, match=f"cannot write Geo.* {target}"):
+        write_results(result, target)
+    assert target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [name]  # no partial file left behind
 
 
 def test_missing_directory_and_non_results_are_export_errors(tmp_path: Path) -> None:
