@@ -117,15 +117,21 @@ class Columns:
 
 
 def require_columns(frame_columns: Iterable[Hashable], names: Iterable[str]) -> None:
-    """Refuse a missing column, with a hint when only the case differs."""
-    available = [str(c) for c in frame_columns]
+    """Refuse a missing column, with a hint when only the case or the spaces around the
+    name differ (a spreadsheet's ``"address "``)."""
+    labels = list(frame_columns)
+    available = [str(c) for c in labels]
     for name in names:
-        if name in available:
+        if name in labels:
             continue
-        same = [c for c in available if c.casefold() == str(name).casefold()]
+        same = [c for c in available if _loosely(c) == _loosely(str(name))]
         hint = f" (did you mean {same[0]!r}?)" if same else ""
         listing = ", ".join(available) or "(none)"
         raise KeyError(f"column {name!r} not in the frame{hint}; available columns: {listing}")
+
+
+def _loosely(name: str) -> str:
+    return name.strip().casefold()
 
 
 def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = False) -> None:

@@ -48,6 +48,14 @@ def test_columns_from_front_end_arguments() -> None:
 def test_a_missing_column_is_named_with_a_hint_for_its_case() -> None:
     with pytest.raises(KeyError, match=r"'address' not in the frame \(did you mean 'Address'\?\)"):
         FrameJob(frame(Address=["Vaduz"]), Columns("address"), options())
+    # a spreadsheet's header cell with a space after the name: the hint shows it
+    with pytest.raises(KeyError, match=r"'address' not in the frame \(did you mean 'address '\?\)"):
+        FrameJob(frame(**{"id": [1], "address ": ["Vaduz"]}), Columns("address"), options())
+
+
+def test_a_column_labelled_by_a_number_is_found() -> None:
+    numbered = pd.DataFrame({0: ["Vaduz"], 1: ["x"]})  # e.g. read with header=None
+    assert FrameJob(numbered, Columns(0), options()).items == [Query("Vaduz")]  # type: ignore[arg-type]
     with pytest.raises(KeyError, match="available columns: street"):
         FrameJob(frame(street=["x"]), Columns(None, {"city": "town"}), options())
 
