@@ -154,10 +154,13 @@ def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = Fals
 
 
 def _has_own_geometry(frame: pd.DataFrame) -> bool:
+    """Whether the result's geometry would replace something of the frame's: an active
+    geometry with shapes in it, or a column named ``geometry`` that is not an empty
+    active geometry (a GeoDataFrame's other column, a plain frame's column)."""
     name = getattr(frame, "_geometry_column_name", None)
-    if name is not None and name in frame.columns:
-        return bool((~frame[name].isna()).any())
-    return "geometry" in frame.columns
+    if name is not None and name in frame.columns and bool((~frame[name].isna()).any()):
+        return True
+    return "geometry" in frame.columns and name != "geometry"
 
 
 # -- the items to send ---------------------------------------------------------------------

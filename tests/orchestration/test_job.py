@@ -76,6 +76,10 @@ def test_the_users_own_lon_lat_or_geometry_are_never_overwritten_in_silence() ->
         FrameJob(shapes, Columns("address"), options())
     empty = gpd.GeoDataFrame({"address": ["Vaduz"]}, geometry=[None], crs=4326)
     FrameJob(empty, Columns("address"), options())  # no geometry of theirs to lose
+    beside = gpd.GeoDataFrame({"address": ["Vaduz"], "geometry": ["their text"], "geom": [None]},
+                              geometry="geom", crs=4326)
+    with pytest.raises(ConfigurationError, match="own geometry column"):
+        FrameJob(beside, Columns("address"), options())  # an empty active one, and theirs
 
 
 @pytest.mark.parametrize("name", ["geocode_label", "geocode_reason", "geocode_street",
