@@ -64,6 +64,14 @@ def _feature_ids(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
+def _index_as_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with an index that carries ids (named, or not integers) as its first
+    columns, as GeoDataFrame.to_file does: a layer has no index of its own."""
+    if list(frame.index.names) != [None] or not pd.api.types.is_integer_dtype(frame.index.dtype):
+        return frame.reset_index()
+    return frame
+
+
 def _letters_layer(letters: pd.DataFrame) -> pd.DataFrame:
     """The dead letters as GDAL takes them: a reverse result's keep their input geometry."""
     if isinstance(letters, gpd.GeoDataFrame):
@@ -102,7 +110,8 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     The file is written next to ``path`` and moved into place, so an interrupted
     export never leaves a half-written GeoPackage. Every result column is written
     (``geocode_precision`` as text: :func:`~geotoolkit.export.read_results` makes it
-    categorical again); the dead letters keep the columns of
+    categorical again); an index that carries ids (named, or not integers) is written
+    as columns of both layers; the dead letters keep the columns of
     :func:`~geotoolkit.export.dead_letters`, and for a reverse result their input
     geometry (where each fix was: a point, or the empty, missing or non-point geometry
     that made it a dead letter). Returns the two row counts.
@@ -112,12 +121,13 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     matched = result[result["geocode_status"] == "matched"]
     letters = dead_letters(result)
     with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
-        geocoded = gpd.GeoDataFrame(_feature_ids(_plain(matched)), geometry="geometry",
-                                    crs=result.crs)
+        geocoded = gpd.GeoDataFrame(_feature_ids(_plain(_index_as_columns(matched))),
+                                    geometry="geometry", crs=result.crs)
         pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
                                 layer_options=_LAYER_OPTIONS)
-        pyogrio.write_dataframe(_letters_layer(letters), partial, layer="dead_letters",
-                                driver="GPKG", append=False, layer_options=_LAYER_OPTIONS)
+        pyogrio.write_dataframe(_letters_layer(_index_as_columns(letters)), partial,
+                                layer="dead_letters", driver="GPKG", append=False,
+                                layer_options=_LAYER_OPTIONS)
     return len(matched), len(letters)
 
 

@@ -59,6 +59,26 @@ def test_write_results_dispatches_a_geopackage_to_its_two_layers(tmp_path: Path)
     assert list(geocoded["lon"]) == [9.52195, 9.5209]
 
 
+
+@pytest.mark.parametrize("index", [pd.Index([30, 10, 20, 40], name="row"),
+                                   pd.Index(["a", "b", "c", "d"]),
+                                   pd.MultiIndex.from_arrays([["x", "x", "y", "y"], [1, 2, 1, 2]],
+                                                             names=["k", "m"])])
+def test_an_index_that_carries_ids_is_in_both_layers_of_a_geopackage(
+        tmp_path: Path, index: pd.Index) -> None:
+    """A dead letter must keep its id as a matched row does: the review loop works from it."""
+    result = _result().set_axis(index)
+    target = tmp_path / "out.gpkg"
+    write_results(result, target)
+    names = [n or "index" for n in index.names]
+    for layer, status in (("geocoded", "matched"), ("dead_letters", "no_match")):
+        rows = pyogrio.read_dataframe(target, layer=layer, read_geometry=False)
+        own = result[(result["geocode_status"] == "matched") == (status == "matched")]
+        assert list(rows.columns[:len(names)]) == names
+        assert list(rows[names].itertuples(index=False, name=None)) == [
+            i if isinstance(i, tuple) else (i,) for i in own.index]
+
+
 @pytest.mark.parametrize("name", ["out.csv", "out", "out.shp"])
 def test_an_unknown_suffix_is_a_configuration_error(tmp_path: Path, name: str) -> None:
     with pytest.raises(ConfigurationError, match=r"\.gpkg, \.parquet, \.geoparquet"):
