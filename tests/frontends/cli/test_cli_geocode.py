@@ -224,3 +224,17 @@ def test_an_output_that_cannot_be_put_in_place_is_refused_before_anything_is_sen
     assert f"geotoolkit: cannot write {tmp_path / output}: {message}" in capsys.readouterr().err
     assert sim.requests == []  # not after the whole run
     assert not (tmp_path / "missing").exists()
+
+
+def test_an_earlier_output_given_as_the_csv_says_to_add_only_dead_letters(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    first = tmp_path / "first.gpkg"
+    assert main(_argv(sim, csv_path, first, "--cache", "none")) == 0
+    sent = len(sim.requests)
+    capsys.readouterr()
+    assert main(_argv(sim, first, tmp_path / "next.gpkg", "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert "is a GeoPackage file" in err and "add --only-dead-letters" in err
+    assert "UTF-8" not in err  # not read as a CSV in some other encoding
+    assert len(sim.requests) == sent and not (tmp_path / "next.gpkg").exists()
