@@ -116,13 +116,20 @@ def read_csv_text(path: Path) -> pd.DataFrame:
             f"cannot read {path}: it is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
             f"position {exc.start}); save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")") from exc
     except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
-        detail = "a row has more cells than the header" if isinstance(
-            exc, pd.errors.ParserWarning) else str(exc).strip()
-        raise ConfigurationError(
-            f"cannot read {path}: {detail}; put a cell that holds the delimiter {sep!r} in "
-            "double quotes") from exc
+        raise ConfigurationError(f"cannot read {path}: {_parse_problem(exc, sep)}") from exc
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+
+
+def _parse_problem(exc: Exception, sep: str) -> str:
+    """What pandas could not parse; for a row with too many cells, what to do about it."""
+    if isinstance(exc, pd.errors.ParserWarning):
+        detail = "a row has more cells than the header"
+    elif "fields" in str(exc):  # "Expected 2 fields in line 3, saw 3"
+        detail = str(exc).strip()
+    else:  # e.g. "EOF inside string starting at row 1": a quote not closed
+        return str(exc).strip()
+    return f"{detail}; put a cell that holds the delimiter {sep!r} in double quotes"
 
 
 def _check_header(path: Path, sep: str) -> None:

@@ -195,6 +195,16 @@ def test_a_csv_whose_cells_do_not_line_up_with_its_header_is_refused(
     assert sim.requests == [] and not out.exists()
 
 
+def test_a_csv_with_a_quote_never_closed_is_refused_as_that(
+        sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text('id,address\n1,"Landstrasse 19\n2,Nowhere Lane 1\n', encoding="utf-8")
+    assert main(_argv(sim, path, tmp_path / "out.gpkg", "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert "EOF inside string" in err and "delimiter" not in err  # not the advice for commas
+    assert sim.requests == []
+
+
 def test_a_csv_with_fid_and_geom_columns_is_written_whole(
         sim: ProviderSimulator, tmp_path: Path) -> None:
     """A QGIS export has a ``fid`` column (text, in a CSV) and may have a ``geom`` one: both
