@@ -12,6 +12,7 @@ Needs the ``map`` extra: folium, and matplotlib and mapclassify, which
 
 from __future__ import annotations
 
+import html
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,8 +102,11 @@ def explore(result: pd.DataFrame, letters: pd.DataFrame, **kwargs: Any) -> Resul
     frame = gpd.GeoDataFrame(result) if isinstance(result, gpd.GeoDataFrame) else None
     if frame is None or frame.crs is None:
         raise ConfigurationError("explore() needs a geocoding result (a GeoDataFrame in EPSG:4326)")
+    tooltip = _html_names(kwargs.pop("tooltip", _tooltip(frame)))
+    if "popup" in kwargs:
+        kwargs["popup"] = _html_names(kwargs["popup"])
+    frame = _as_html_text(frame)
     matched = frame[frame["geocode_status"] == "matched"]
-    tooltip = kwargs.pop("tooltip", _tooltip(frame))
     m = kwargs.pop("m", None)
     if m is None:
         m = folium.Map(location=_centre(frame), zoom_start=12, tiles=kwargs.pop("tiles", "OpenStreetMap"))
@@ -120,6 +124,38 @@ def explore(result: pd.DataFrame, letters: pd.DataFrame, **kwargs: Any) -> Resul
     if coarse is not None and not matched.empty:
         folium.LayerControl().add_to(m)
     return ResultMap(m, letters)
+
+
+def _as_html_text(frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
+    """``frame`` with its text cells and column names escaped for HTML: folium's tooltips
+    and popups set them as ``innerHTML``, where an address (or a provider's label) such as
+    ``<img src=x onerror=...>`` would run in the browser of whoever opens the map."""
+    out = pd.DataFrame(frame.drop(columns=[frame.geometry.name]))
+    for name in out.columns:
+        values = out[name]
+        if pd.api.types.is_object_dtype(values.dtype) or pd.api.types.is_string_dtype(
+                values.dtype) or isinstance(values.dtype, pd.CategoricalDtype):
+            out[name] = values.astype(object).map(_html_text)
+    out.columns = _html_names(list(out.columns))
+    return gpd.GeoDataFrame(out, geometry=frame.geometry.to_numpy(), crs=frame.crs)
+
+
+def _html_text(value: object) -> object:
+    if isinstance(value, str):
+        return html.escape(value)
+    if isinstance(value, dict | list | tuple | set):  # folium shows them as JSON
+        return html.escape(str(value))
+    return value
+
+
+def _html_names(names: Any) -> Any:
+    """Column names (a tooltip's or popup's list, or one name) as :func:`_as_html_text`
+    renames them; ``True``/``False`` and other choices unchanged."""
+    if isinstance(names, str):
+        return html.escape(names)
+    if isinstance(names, list | tuple):
+        return [html.escape(n) if isinstance(n, str) else n for n in names]
+    return names
 
 
 def _own_columns(frame: pd.DataFrame) -> list[str]:

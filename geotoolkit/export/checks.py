@@ -43,11 +43,13 @@ def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
                      reverse: bool = False) -> None:
     """Refuse, before any request, a frame whose result ``path`` could not hold.
 
-    Column names must be non-empty text, distinct even ignoring case (GeoPackage is
-    SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column must hold
-    unique whole numbers (GeoPackage uses it as the feature id). With ``reverse``,
-    ``frame`` holds the input columns of a reverse run (``ReverseJob.frame``), whose
-    result adds :data:`~geotoolkit.export.dtypes.REVERSE_COLUMNS`.
+    The file's directory must exist (and the file must not be a directory). Column
+    names must be non-empty text, distinct even ignoring case (GeoPackage is
+    SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column (in any case)
+    must hold unique whole numbers (GeoPackage uses it as the feature id). With
+    ``reverse``, ``frame`` holds the input columns of a reverse run
+    (``ReverseJob.frame``), whose result adds
+    :data:`~geotoolkit.export.dtypes.REVERSE_COLUMNS`.
 
     Examples
     --------
@@ -59,6 +61,7 @@ case: 'address' and 'Address'; rename one of them
     """
     fmt = format_of(path)
     name = os.fspath(path)
+    _check_place(Path(path))
     columns = _result_columns(frame.columns, reverse=reverse)
     bad = [c for c in columns if not isinstance(c, str) or not c.strip()]
     if bad:
@@ -72,14 +75,24 @@ case: 'address' and 'Address'; rename one of them
         if other != column:
             raise ConfigurationError(f"{name} cannot hold columns that differ only in case: "
                                      f"{other!r} and {column!r}; rename one of them")
-    if fmt == "GeoPackage" and "fid" in frame.columns:
-        _check_fid(frame["fid"], name)
+    if fmt == "GeoPackage":
+        for fid in [c for c in frame.columns if isinstance(c, str) and c.casefold() == "fid"]:
+            _check_fid(frame[fid], name, fid)
 
 
-def _check_fid(fid: pd.Series, name: str) -> None:
+def _check_place(path: Path) -> None:
+    """Refuse a file the writer could not put in place: in a missing directory, or over one."""
+    if not path.parent.is_dir():
+        raise ConfigurationError(f"cannot write {path}: there is no directory {path.parent}; "
+                                 "create it first")
+    if path.is_dir():
+        raise ConfigurationError(f"cannot write {path}: it is a directory; name a file")
+
+
+def _check_fid(fid: pd.Series, name: str, column: str) -> None:
     values = pd.to_numeric(fid, errors="coerce")
     whole = values.notna().all() and bool((values == values.round()).all())
     if not whole or not values.is_unique:
         raise ConfigurationError(
-            f"{name}: a 'fid' column is GeoPackage's feature id and must hold unique whole "
-            "numbers; rename it (e.g. df.rename(columns={'fid': 'source_fid'}))")
+            f"{name}: a {column!r} column is GeoPackage's feature id and must hold unique whole "
+            f"numbers; rename it (e.g. df.rename(columns={{{column!r}: 'source_fid'}}))")

@@ -8,7 +8,9 @@ half-written file, and return ``(geocoded, dead_letters)`` row counts.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import geopandas as gpd
@@ -48,12 +50,58 @@ def _text(value: object) -> str | None:
     return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+#: GDAL names a GeoPackage's geometry column ``geom``, which an input column of that name
+#: (in any case: SQLite's names are case-insensitive) would collide with after the run;
+#: named as in the frame, the result's own ``geometry`` already keeps other columns apart.
+_LAYER_OPTIONS = {"GEOMETRY_NAME": "geometry"}
+
+
+def _feature_ids(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``fid`` column (any case) as whole numbers: GDAL takes such a
+    column as the feature id, and refuses it as text (a CSV's ``"1"``) or float (``1.0``)."""
+    for name in [c for c in frame.columns if isinstance(c, str) and c.casefold() == "fid"]:
+        frame[name] = pd.to_numeric(frame[name]).astype("int64")
+    return frame
+
+
+def _index_as_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with an index that carries ids (named, or not integers) as its first
+    columns, as GeoDataFrame.to_file does: a layer has no index of its own."""
+    if list(frame.index.names) != [None] or not pd.api.types.is_integer_dtype(frame.index.dtype):
+        return frame.reset_index()
+    return frame
+
+
 def _letters_layer(letters: pd.DataFrame) -> pd.DataFrame:
     """The dead letters as GDAL takes them: a reverse result's keep their input geometry."""
     if isinstance(letters, gpd.GeoDataFrame):
         name = letters.geometry.name
-        return gpd.GeoDataFrame(_plain(letters), geometry=name, crs=letters.crs)
-    return _plain(letters)
+        return gpd.GeoDataFrame(_feature_ids(_plain(letters)), geometry=name, crs=letters.crs)
+    return _feature_ids(_plain(letters))
+
+
+#: What a writer raises for a frame or a place it cannot write (a column type the format
+#: has no field for, a number too large for it, a missing directory, a full disk).
+_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, TypeError, OverflowError,
+                                        NotImplementedError)
+_GDAL_ERRORS = (*_ERRORS, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError)
+
+
+@contextlib.contextmanager
+def _into_place(target: Path, partial: Path, what: str,
+                errors: tuple[type[Exception], ...]) -> Iterator[None]:
+    """Write ``partial`` in the block, then move it over ``target``. However the block
+    fails (an interrupt too) the partial file is removed; ``errors`` become ExportError."""
+    try:
+        partial.unlink(missing_ok=True)
+        yield
+        os.replace(partial, target)
+    except errors as exc:
+        partial.unlink(missing_ok=True)
+        raise ExportError(f"cannot write {what} {target}: {exc}") from exc
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:
@@ -62,7 +110,8 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     The file is written next to ``path`` and moved into place, so an interrupted
     export never leaves a half-written GeoPackage. Every result column is written
     (``geocode_precision`` as text: :func:`~geotoolkit.export.read_results` makes it
-    categorical again); the dead letters keep the columns of
+    categorical again); an index that carries ids (named, or not integers) is written
+    as columns of both layers; the dead letters keep the columns of
     :func:`~geotoolkit.export.dead_letters`, and for a reverse result their input
     geometry (where each fix was: a point, or the empty, missing or non-point geometry
     that made it a dead letter). Returns the two row counts.
@@ -71,17 +120,14 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     partial = target.with_name(f".{target.stem}.partial{target.suffix or '.gpkg'}")
     matched = result[result["geocode_status"] == "matched"]
     letters = dead_letters(result)
-    try:
-        partial.unlink(missing_ok=True)
-        geocoded = gpd.GeoDataFrame(_plain(matched), geometry="geometry", crs=result.crs)
-        geocoded.to_file(partial, layer="geocoded", driver="GPKG", engine="pyogrio")
-        pyogrio.write_dataframe(_letters_layer(letters), partial, layer="dead_letters",
-                                driver="GPKG", append=False)
-        os.replace(partial, target)
-    except (OSError, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError,
-            ValueError) as exc:
-        partial.unlink(missing_ok=True)
-        raise ExportError(f"cannot write GeoPackage {target}: {exc}") from exc
+    with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
+        geocoded = gpd.GeoDataFrame(_feature_ids(_plain(_index_as_columns(matched))),
+                                    geometry="geometry", crs=result.crs)
+        pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
+                                layer_options=_LAYER_OPTIONS)
+        pyogrio.write_dataframe(_letters_layer(_index_as_columns(letters)), partial,
+                                layer="dead_letters", driver="GPKG", append=False,
+                                layer_options=_LAYER_OPTIONS)
     return len(matched), len(letters)
 
 
@@ -110,13 +156,8 @@ def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
         raise ExportError("GeoParquet needs pyarrow: pip install 'geotoolkit[parquet]'") from exc
     frame = gpd.GeoDataFrame(_plain(result, categories=False), geometry=result.geometry.name,
                              crs=result.crs)
-    try:
-        partial.unlink(missing_ok=True)
+    with _into_place(target, partial, "GeoParquet", (*_ERRORS, pyarrow.ArrowException)):
         frame.to_parquet(partial, index=True, compression="zstd")
-        os.replace(partial, target)
-    except (OSError, ValueError, TypeError, pyarrow.ArrowException) as exc:
-        partial.unlink(missing_ok=True)
-        raise ExportError(f"cannot write GeoParquet {target}: {exc}") from exc
     return len(matched), len(letters)
 
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
-from geotoolkit.export import check_exportable, read_results, write_results
+from geotoolkit.export import FORMATS, check_exportable, read_results, write_results
 from geotoolkit.frontends.fleet_watch import add_status_parser, run_status
 from geotoolkit.orchestration.frame import retry
 from geotoolkit.orchestration.job import Columns, FrameJob
@@ -297,6 +297,7 @@ def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
         previous = read_results(args.input)
         check_exportable(previous, args.output)
     else:
+        _require_csv(args.input)
         job = FrameJob(read_csv_text(args.input), columns, options)
         check_exportable(job.frame, args.output)  # before anything is sent
     result = _unless_deferred(lambda: job.run_sync(sink) if job is not None else retry(
@@ -310,6 +311,14 @@ def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
         return 0
     _report(tally, args.output, geocoded, letters)
     return 0
+
+
+def _require_csv(path: Path) -> None:
+    """Refuse an earlier output given as the CSV (it was read as text, "not UTF-8")."""
+    if path.suffix.lower() in FORMATS:
+        raise ConfigurationError(
+            f"{path} is a {FORMATS[path.suffix.lower()]} file, and geocode reads a CSV; to "
+            "geocode the dead letters of an earlier output, add --only-dead-letters")
 
 
 def _report(tally: Tally, output: Path, geocoded: int, letters: int) -> None:

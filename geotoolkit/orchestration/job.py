@@ -44,7 +44,7 @@ from geotoolkit.results import (
     Query,
     query_from_value,
 )
-from geotoolkit.schema import STATUSES, final_status, passes_on
+from geotoolkit.schema import STATUSES, final_status, passes_on, result_columns
 from geotoolkit.store import ResultStore, open_store
 from geotoolkit.urls import backend_of
 from geotoolkit.validate import require_country
@@ -117,15 +117,21 @@ class Columns:
 
 
 def require_columns(frame_columns: Iterable[Hashable], names: Iterable[str]) -> None:
-    """Refuse a missing column, with a hint when only the case differs."""
-    available = [str(c) for c in frame_columns]
+    """Refuse a missing column, with a hint when only the case or the spaces around the
+    name differ (a spreadsheet's ``"address "``)."""
+    labels = list(frame_columns)
+    available = [str(c) for c in labels]
     for name in names:
-        if name in available:
+        if name in labels:
             continue
-        same = [c for c in available if c.casefold() == str(name).casefold()]
+        same = [c for c in available if _loosely(c) == _loosely(str(name))]
         hint = f" (did you mean {same[0]!r}?)" if same else ""
         listing = ", ".join(available) or "(none)"
         raise KeyError(f"column {name!r} not in the frame{hint}; available columns: {listing}")
+
+
+def _loosely(name: str) -> str:
+    return name.strip().casefold()
 
 
 def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = False) -> None:
@@ -136,8 +142,9 @@ def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = Fals
             f"the frame has duplicate column names: {', '.join(map(repr, duplicated))}; "
             "give every column a distinct name first (df.columns = [...])")
     require_columns(frame.columns, columns.names(frame.columns))
-    ours = "geocode_status" in frame.columns  # an earlier result: its lon/lat are ours
-    theirs = [c for c in ("lon", "lat") if c in frame.columns and not ours]
+    ours = "geocode_status" in frame.columns  # an earlier result: its geocode columns are ours
+    # otherwise every column a result adds (lon, lat, geocode_label, ...) is the frame's own
+    theirs = [] if ours else [str(c) for c in result_columns(frame.columns)]
     if _has_own_geometry(frame) and not ours:
         theirs.append("geometry")
     if theirs and not overwrite:
@@ -147,10 +154,13 @@ def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = Fals
 
 
 def _has_own_geometry(frame: pd.DataFrame) -> bool:
+    """Whether the result's geometry would replace something of the frame's: an active
+    geometry with shapes in it, or a column named ``geometry`` that is not an empty
+    active geometry (a GeoDataFrame's other column, a plain frame's column)."""
     name = getattr(frame, "_geometry_column_name", None)
-    if name is not None and name in frame.columns:
-        return bool((~frame[name].isna()).any())
-    return "geometry" in frame.columns
+    if name is not None and name in frame.columns and bool((~frame[name].isna()).any()):
+        return True
+    return "geometry" in frame.columns and name != "geometry"
 
 
 # -- the items to send ---------------------------------------------------------------------

@@ -15,6 +15,7 @@ a CRS the file lacks.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import geopandas as gpd
@@ -96,19 +97,50 @@ def read_csv_text(path: Path) -> pd.DataFrame:
     """A CSV with every cell as text (empty cells missing), as the command line reads it:
     UTF-8 (with or without a byte order mark), its delimiter read off its header
     (``csv_delimiter``). A file in another encoding is refused with what to do, not
-    read as something it is not."""
+    read as something it is not; so is a header naming a column twice, or a row with
+    more cells than the header (an address with an unquoted delimiter), which pandas
+    would otherwise rename (``address.1``) or shift into the index."""
     try:
         with open(path, "rb") as file:
             first = file.readline(1 << 16)
         sep = csv_delimiter(first.decode("utf-8-sig", errors="replace").rstrip("\r\n"))
-        return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
-                           encoding="utf-8-sig")
+        _check_header(path, sep)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
+                               encoding="utf-8-sig", index_col=False)
+    except ConfigurationError:
+        raise
     except UnicodeDecodeError as exc:
         raise ConfigurationError(
             f"cannot read {path}: it is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
             f"position {exc.start}); save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")") from exc
+    except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
+        raise ConfigurationError(f"cannot read {path}: {_parse_problem(exc, sep)}") from exc
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+
+
+def _parse_problem(exc: Exception, sep: str) -> str:
+    """What pandas could not parse; for a row with too many cells, what to do about it."""
+    if isinstance(exc, pd.errors.ParserWarning):
+        detail = "a row has more cells than the header"
+    elif "fields" in str(exc):  # "Expected 2 fields in line 3, saw 3"
+        detail = str(exc).strip()
+    else:  # e.g. "EOF inside string starting at row 1": a quote not closed
+        return str(exc).strip()
+    return f"{detail}; put a cell that holds the delimiter {sep!r} in double quotes"
+
+
+def _check_header(path: Path, sep: str) -> None:
+    """Refuse a header that names a column twice (pandas would rename the second)."""
+    names = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
+                        encoding="utf-8-sig", index_col=False).iloc[0].tolist()
+    twice = sorted({n for n in names if names.count(n) > 1 and n != ""})
+    if twice:
+        raise ConfigurationError(
+            f"cannot read {path}: its header names a column more than once: "
+            f"{', '.join(map(repr, twice))}; give every column a distinct name")
 
 
 def _with_crs(points: gpd.GeoDataFrame, crs: str, path: Path) -> gpd.GeoDataFrame:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import io
 import sys
 from pathlib import Path
@@ -126,6 +127,27 @@ def test_explore_colours_points_by_precision_and_lists_the_dead_letters(tmp_path
     assert "too coarse" in rendered and "geocode_precision" in rendered
     saved = shown.save(tmp_path / "map.html")
     assert "2 dead letters" in saved.read_text(encoding="utf-8")
+
+
+def test_the_map_shows_hostile_text_as_text_not_html() -> None:
+    """folium's tooltips set their fields as innerHTML: an address, a column name or a
+    provider's label must reach them escaped, or it runs in whoever opens the map."""
+    folium = pytest.importorskip("folium")
+    payload = '<img src=x onerror="alert(1)">'
+    df = pd.DataFrame({"address": ["Städtle 38", "Vaduz " + payload],
+                       payload: ["a", {"k": payload}]})
+    outcomes = [Match(9.52195, 47.13974, payload, "sim", precision="address"),
+                Match(9.5215, 47.1415, "Vaduz", "sim", precision="locality")]
+    shown = outcomes_frame(df, outcomes, min_precision="street").geocode.explore()
+    layers = [c for c in shown.map._children.values() if isinstance(c, folium.GeoJson)]
+    assert len(layers) == 2  # the match, and the too-coarse point
+    for layer in layers:
+        tooltip = next(c for c in layer._children.values()
+                       if isinstance(c, folium.GeoJsonTooltip))
+        assert html.escape(payload) in tooltip.fields
+        cells = [(k, v) for f in layer.data["features"] for k, v in f["properties"].items()]
+        texts = [*tooltip.fields, *tooltip.aliases, *(str(x) for kv in cells for x in kv)]
+        assert not [t for t in texts if "<" in t]
 
 
 def test_explore_without_the_map_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import geopandas as gpd
+import numpy as np
 import pandas as pd
 import pyogrio
 import pytest
@@ -58,6 +59,26 @@ def test_write_results_dispatches_a_geopackage_to_its_two_layers(tmp_path: Path)
     assert list(geocoded["lon"]) == [9.52195, 9.5209]
 
 
+
+@pytest.mark.parametrize("index", [pd.Index([30, 10, 20, 40], name="row"),
+                                   pd.Index(["a", "b", "c", "d"]),
+                                   pd.MultiIndex.from_arrays([["x", "x", "y", "y"], [1, 2, 1, 2]],
+                                                             names=["k", "m"])])
+def test_an_index_that_carries_ids_is_in_both_layers_of_a_geopackage(
+        tmp_path: Path, index: pd.Index) -> None:
+    """A dead letter must keep its id as a matched row does: the review loop works from it."""
+    result = _result().set_axis(index)
+    target = tmp_path / "out.gpkg"
+    write_results(result, target)
+    names = [n or "index" for n in index.names]
+    for layer, status in (("geocoded", "matched"), ("dead_letters", "no_match")):
+        rows = pyogrio.read_dataframe(target, layer=layer, read_geometry=False)
+        own = result[(result["geocode_status"] == "matched") == (status == "matched")]
+        assert list(rows.columns[:len(names)]) == names
+        assert list(rows[names].itertuples(index=False, name=None)) == [
+            i if isinstance(i, tuple) else (i,) for i in own.index]
+
+
 @pytest.mark.parametrize("name", ["out.csv", "out", "out.shp"])
 def test_an_unknown_suffix_is_a_configuration_error(tmp_path: Path, name: str) -> None:
     with pytest.raises(ConfigurationError, match=r"\.gpkg, \.parquet, \.geoparquet"):
@@ -80,6 +101,23 @@ def test_a_failed_write_leaves_the_previous_file_untouched(
         write_geoparquet(_result().iloc[:1], target)
     assert target.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]
+
+
+@pytest.mark.parametrize(("name", "column"), [
+    ("out.gpkg", pd.to_timedelta([1, 2, 3, 4], unit="s")),   # GDAL has no such field
+    ("out.gpkg", np.array([2**64 - 1, 0, 1, 2], dtype="uint64")),  # too large for its integers
+    ("out.gpkg", [1j, 2j, 3j, 4j]), ("out.parquet", [1j, 2j, 3j, 4j])])
+def test_a_column_the_format_cannot_hold_is_an_export_error_leaving_nothing_behind(
+        tmp_path: Path, name: str, column: object) -> None:
+    target = tmp_path / name
+    write_results(_result(), target)
+    before = target.read_bytes()
+    result = _result()
+    result.insert(1, "odd", column)
+    with pytest.raises(ExportError, match=f"cannot write Geo.* {target}"):
+        write_results(result, target)
+    assert target.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == [name]  # no partial file left behind
 
 
 def test_missing_directory_and_non_results_are_export_errors(tmp_path: Path) -> None:

@@ -48,6 +48,14 @@ def test_columns_from_front_end_arguments() -> None:
 def test_a_missing_column_is_named_with_a_hint_for_its_case() -> None:
     with pytest.raises(KeyError, match=r"'address' not in the frame \(did you mean 'Address'\?\)"):
         FrameJob(frame(Address=["Vaduz"]), Columns("address"), options())
+    # a spreadsheet's header cell with a space after the name: the hint shows it
+    with pytest.raises(KeyError, match=r"'address' not in the frame \(did you mean 'address '\?\)"):
+        FrameJob(frame(**{"id": [1], "address ": ["Vaduz"]}), Columns("address"), options())
+
+
+def test_a_column_labelled_by_a_number_is_found() -> None:
+    numbered = pd.DataFrame({0: ["Vaduz"], 1: ["x"]})  # e.g. read with header=None
+    assert FrameJob(numbered, Columns(0), options()).items == [Query("Vaduz")]  # type: ignore[arg-type]
     with pytest.raises(KeyError, match="available columns: street"):
         FrameJob(frame(street=["x"]), Columns(None, {"city": "town"}), options())
 
@@ -68,6 +76,23 @@ def test_the_users_own_lon_lat_or_geometry_are_never_overwritten_in_silence() ->
         FrameJob(shapes, Columns("address"), options())
     empty = gpd.GeoDataFrame({"address": ["Vaduz"]}, geometry=[None], crs=4326)
     FrameJob(empty, Columns("address"), options())  # no geometry of theirs to lose
+    beside = gpd.GeoDataFrame({"address": ["Vaduz"], "geometry": ["their text"], "geom": [None]},
+                              geometry="geom", crs=4326)
+    with pytest.raises(ConfigurationError, match="own geometry column"):
+        FrameJob(beside, Columns("address"), options())  # an empty active one, and theirs
+
+
+@pytest.mark.parametrize("name", ["geocode_label", "geocode_reason", "geocode_street",
+                                  "geocode_coarse_lon", "geocode_fixed"])
+def test_the_users_own_geocode_columns_are_never_dropped_in_silence(name: str) -> None:
+    """A result drops every column of the names it adds; outside an earlier result (which
+    has a geocode_status) such a column is the user's own."""
+    own = frame(address=["Vaduz"], **{name: ["mine"]})
+    with pytest.raises(ConfigurationError, match=f"own {name} column.*overwrite_columns=True"):
+        FrameJob(own, Columns("address"), options())
+    FrameJob(own, Columns("address"), options(overwrite_columns=True))  # explicit: allowed
+    earlier = frame(address=["Vaduz"], geocode_status=["matched"], **{name: ["ours"]})
+    FrameJob(earlier, Columns("address"), options())  # an earlier result's: replaced
 
 
 def test_an_earlier_result_can_be_geocoded_again() -> None:

@@ -173,3 +173,78 @@ def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
     err = capsys.readouterr().err
     assert "not UTF-8 text (byte 0xe4" in err and "save it as UTF-8" in err
     assert sim.requests == [] and not out.exists()
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    # an unquoted comma in the first row: pandas would take the first column as the index
+    # and geocode " 9490 Vaduz" as the address of id "Städtle 38"
+    ("id,address\n1,Städtle 38, 9490 Vaduz\n2,Landstrasse 19\n", "a row has more cells than the header"),
+    ("id,address\n1,Landstrasse 19\n2,Städtle 38, 9490 Vaduz\n", "Expected 2 fields in line 3, saw 3"),
+    # pandas would rename the second column to "address.1"
+    ("address,id,address\nLandstrasse 19,1,x\n", "names a column more than once: 'address'"),
+])
+def test_a_csv_whose_cells_do_not_line_up_with_its_header_is_refused(
+        body: str, message: str, sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_text(body, encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"geotoolkit: cannot read {path}: ") and message in err
+    assert "Traceback" not in err
+    assert sim.requests == [] and not out.exists()
+
+
+def test_a_csv_with_a_quote_never_closed_is_refused_as_that(
+        sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text('id,address\n1,"Landstrasse 19\n2,Nowhere Lane 1\n', encoding="utf-8")
+    assert main(_argv(sim, path, tmp_path / "out.gpkg", "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert "EOF inside string" in err and "delimiter" not in err  # not the advice for commas
+    assert sim.requests == []
+
+
+def test_a_csv_with_fid_and_geom_columns_is_written_whole(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A QGIS export has a ``fid`` column (text, in a CSV) and may have a ``geom`` one: both
+    collided with what GDAL writes (the feature id, the geometry column) only after every
+    row had been geocoded."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_text('FID,Geom,address\n7,a,"Landstrasse 19, 9494 Schaan"\n9,b,Nowhere Lane 1\n',
+                    encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded", fid_as_index=True)
+    letters = pyogrio.read_dataframe(out, layer="dead_letters", fid_as_index=True,
+                                     read_geometry=False)
+    assert (geocoded.index.tolist(), geocoded["Geom"].tolist()) == ([7], ["a"])
+    assert (letters.index.tolist(), letters["Geom"].tolist()) == ([9], ["b"])
+    assert (geocoded.geometry.x[7], geocoded.geometry.y[7]) == sim.expected(
+        "Landstrasse 19, 9494 Schaan")
+
+
+@pytest.mark.parametrize(("output", "message"), [
+    ("missing/out.gpkg", "there is no directory"), ("missing/out.parquet", "there is no directory"),
+    ("folder.gpkg", "it is a directory")])
+def test_an_output_that_cannot_be_put_in_place_is_refused_before_anything_is_sent(
+        output: str, message: str, sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "folder.gpkg").mkdir()
+    assert main(_argv(sim, csv_path, tmp_path / output, "--cache", "none")) == 2
+    assert f"geotoolkit: cannot write {tmp_path / output}: {message}" in capsys.readouterr().err
+    assert sim.requests == []  # not after the whole run
+    assert not (tmp_path / "missing").exists()
+
+
+def test_an_earlier_output_given_as_the_csv_says_to_add_only_dead_letters(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    first = tmp_path / "first.gpkg"
+    assert main(_argv(sim, csv_path, first, "--cache", "none")) == 0
+    sent = len(sim.requests)
+    capsys.readouterr()
+    assert main(_argv(sim, first, tmp_path / "next.gpkg", "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert "is a GeoPackage file" in err and "add --only-dead-letters" in err
+    assert "UTF-8" not in err  # not read as a CSV in some other encoding
+    assert len(sim.requests) == sent and not (tmp_path / "next.gpkg").exists()
