@@ -47,7 +47,7 @@ from geotoolkit.results import (
 from geotoolkit.schema import STATUSES, final_status, passes_on, result_columns
 from geotoolkit.store import ResultStore, open_store
 from geotoolkit.urls import backend_of
-from geotoolkit.validate import require_country
+from geotoolkit.validate import country_code, require_country
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -200,7 +200,7 @@ def plan(frame: pd.DataFrame, columns: Columns) -> Plan:
     country_column = columns.country if columns.country in set(frame.columns) else None
     checks: str | list[Any] | None = None
     if columns.country is not None and country_column is None:
-        checks = require_country(columns.country)
+        checks = _country_code(frame, columns.country)
     if columns.text is not None:
         items = _free_text_items(frame[columns.text].tolist())
     else:
@@ -211,6 +211,18 @@ def plan(frame: pd.DataFrame, columns: Columns) -> Plan:
     if country_column is not None:
         checks = frame[country_column].tolist()
     return Plan(items, checks)
+
+
+def _country_code(frame: pd.DataFrame, country: str) -> str:
+    """``country`` as a code; neither a code nor a column, an error that names both readings
+    (a misspelt column is not told only that it is no ISO code)."""
+    if country_code(country) is not None:
+        return require_country(country)
+    same = [str(c) for c in frame.columns if _loosely(str(c)) == _loosely(str(country))]
+    hint = f" (did you mean the column {same[0]!r}?)" if same else ""
+    raise ConfigurationError(
+        f"country {country!r} is neither an ISO 3166-1 alpha-2 code such as 'LI' or 'FR' nor "
+        f"a column of the frame{hint}")
 
 
 # -- running: the stages of a chain -----------------------------------------------------------

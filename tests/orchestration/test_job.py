@@ -53,6 +53,16 @@ def test_a_missing_column_is_named_with_a_hint_for_its_case() -> None:
         FrameJob(frame(**{"id": [1], "address ": ["Vaduz"]}), Columns("address"), options())
 
 
+def test_a_country_that_is_neither_a_code_nor_a_column_says_both() -> None:
+    with pytest.raises(ConfigurationError, match=r"neither an ISO .* nor a column of the frame "
+                                                 r"\(did you mean the column 'land'\?\)"):
+        FrameJob(frame(address=["Vaduz"], land=["LI"]), Columns("address", country="Land"),
+                 options())
+    with pytest.raises(ConfigurationError, match=r"'XX' is neither .* of the frame$"):
+        FrameJob(frame(address=["Vaduz"]), Columns("address", country="XX"), options())
+    assert FrameJob(frame(address=["Vaduz"]), Columns("address", country="li"), options()).items
+
+
 def test_a_column_labelled_by_a_number_is_found() -> None:
     numbered = pd.DataFrame({0: ["Vaduz"], 1: ["x"]})  # e.g. read with header=None
     assert FrameJob(numbered, Columns(0), options()).items == [Query("Vaduz")]  # type: ignore[arg-type]
