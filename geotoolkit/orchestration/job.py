@@ -222,7 +222,7 @@ def _country_code(frame: pd.DataFrame, country: str) -> str:
     hint = f" (did you mean the column {same[0]!r}?)" if same else ""
     raise ConfigurationError(
         f"country {country!r} is neither an ISO 3166-1 alpha-2 code such as 'LI' or 'FR' nor "
-        f"a column of the frame{hint}")
+        f"a column of the input{hint}")
 
 
 # -- running: the stages of a chain -----------------------------------------------------------

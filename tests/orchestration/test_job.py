@@ -54,11 +54,11 @@ def test_a_missing_column_is_named_with_a_hint_for_its_case() -> None:
 
 
 def test_a_country_that_is_neither_a_code_nor_a_column_says_both() -> None:
-    with pytest.raises(ConfigurationError, match=r"neither an ISO .* nor a column of the frame "
+    with pytest.raises(ConfigurationError, match=r"neither an ISO .* nor a column of the input "
                                                  r"\(did you mean the column 'land'\?\)"):
         FrameJob(frame(address=["Vaduz"], land=["LI"]), Columns("address", country="Land"),
                  options())
-    with pytest.raises(ConfigurationError, match=r"'XX' is neither .* of the frame$"):
+    with pytest.raises(ConfigurationError, match=r"'XX' is neither .* of the input$"):
         FrameJob(frame(address=["Vaduz"]), Columns("address", country="XX"), options())
     assert FrameJob(frame(address=["Vaduz"]), Columns("address", country="li"), options()).items
 
