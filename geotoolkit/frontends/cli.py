@@ -60,7 +60,7 @@ EPILOG = """\
 examples:
   geotoolkit demo addresses.csv -o out.gpkg
   geotoolkit geocode addresses.csv -o out.gpkg --user-agent "my-app/1.0 (me@example.org)"
-  geotoolkit geocode addresses.csv -o out.gpkg --provider census,nominatim \
+  geotoolkit geocode addresses.csv -o out.gpkg --provider census,nominatim \\
       --user-agent "my-app/1.0 (me@example.org)" --min-precision street
   geotoolkit geocode out.gpkg --only-dead-letters -o next.gpkg --user-agent "..."
   geotoolkit reverse fixes.gpkg -o addresses.gpkg --user-agent "my-app/1.0 (me@example.org)"

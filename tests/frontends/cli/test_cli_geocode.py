@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,3 +174,17 @@ def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
     err = capsys.readouterr().err
     assert "not UTF-8 text (byte 0xe4" in err and "save it as UTF-8" in err
     assert sim.requests == [] and not out.exists()
+
+
+def test_help_examples_are_commands_to_copy(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    examples = lines[lines.index("examples:") + 1:]
+    # a continued example ends in a backslash, and the next line goes on with its flags
+    assert "  geotoolkit geocode addresses.csv -o out.gpkg --provider census,nominatim \\" in examples
+    for line, following in itertools.pairwise(examples):
+        if line.endswith("\\"):
+            assert following.startswith("      --"), following
+    assert not any("   --" in line.strip() for line in examples)  # no line joined in the source
