@@ -43,9 +43,10 @@ def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
                      reverse: bool = False) -> None:
     """Refuse, before any request, a frame whose result ``path`` could not hold.
 
-    Column names must be non-empty text, distinct even ignoring case (GeoPackage is
-    SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column must hold
-    unique whole numbers (GeoPackage uses it as the feature id). With ``reverse``,
+    The folder ``path`` goes in must exist (it is not created). Column names must be
+    non-empty text, distinct even ignoring case (GeoPackage is SQLite: ``Name`` and
+    ``name`` are one column), and a ``fid`` column must hold unique whole numbers
+    (GeoPackage uses it as the feature id). With ``reverse``,
     ``frame`` holds the input columns of a reverse run (``ReverseJob.frame``), whose
     result adds :data:`~geotoolkit.export.dtypes.REVERSE_COLUMNS`.
 
@@ -59,6 +60,10 @@ case: 'address' and 'Address'; rename one of them
     """
     fmt = format_of(path)
     name = os.fspath(path)
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise ConfigurationError(f"cannot write {name}: the folder {folder} does not exist; "
+                                 "create it first")
     columns = _result_columns(frame.columns, reverse=reverse)
     bad = [c for c in columns if not isinstance(c, str) or not c.strip()]
     if bad:

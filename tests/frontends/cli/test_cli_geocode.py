@@ -104,6 +104,16 @@ def test_missing_column_exits_2(sim: ProviderSimulator, csv_path: Path, tmp_path
     assert sim.requests == [] and not (tmp_path / "x.gpkg").exists()
 
 
+def test_an_output_folder_that_does_not_exist_exits_2_before_sending(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "missing" / "x.gpkg"
+    assert main(_argv(sim, csv_path, out, "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert f"the folder {out.parent} does not exist" in err
+    assert sim.requests == [] and not out.parent.exists()
+
+
 def test_unknown_country_or_cache_exits_2(sim: ProviderSimulator, csv_path: Path,
                                           tmp_path: Path) -> None:
     assert main(_argv(sim, csv_path, tmp_path / "x.gpkg", "--country", "XX")) == 2
