@@ -114,6 +114,38 @@ def test_an_output_folder_that_does_not_exist_exits_2_before_sending(
     assert sim.requests == [] and not out.parent.exists()
 
 
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--api-key-env", SECRET),                                  # the key in place of its name
+    ("--gate-env", "redis://:hunter2-secret@127.0.0.1:1/0"),    # a URL with its password
+    ("--cache-env", "postgresql://u:hunter2-secret@127.0.0.1:1/x"),
+])
+def test_a_value_given_to_an_env_flag_is_refused_and_not_shown(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path, flag: str, value: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [*_argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "none")]
+    if flag == "--api-key-env":
+        argv[argv.index("GTK_TEST_KEY")] = value
+    else:
+        del argv[argv.index("--gate"):argv.index("--gate") + 2]
+        argv += [flag, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} takes the name of an environment variable" in err
+    assert value not in err and "secret" not in err.replace("in case it is a secret", "")
+    assert sim.requests == []
+
+
+def test_an_env_flag_naming_an_unset_variable_says_which(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = _argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "none")
+    argv[argv.index("GTK_TEST_KEY")] = "GTK_TEST_KEY_TYPO"
+    assert main(argv) == 2
+    assert "environment variable GTK_TEST_KEY_TYPO (the API key) is not set or empty" in \
+        capsys.readouterr().err
+    assert sim.requests == []
+
+
 def test_unknown_country_or_cache_exits_2(sim: ProviderSimulator, csv_path: Path,
                                           tmp_path: Path) -> None:
     assert main(_argv(sim, csv_path, tmp_path / "x.gpkg", "--country", "XX")) == 2
