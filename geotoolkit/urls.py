@@ -23,10 +23,19 @@ def backend_of(url: str) -> str | None:
     ('redis', 'postgres')
     >>> backend_of("ftp://x") is None
     True
+
+    A URL needs ``//`` after its scheme: ``sqlite:/tmp/gate.sqlite`` names no backend
+    (its path would be lost, and the default file used in its place).
+
+    >>> backend_of("sqlite:/tmp/gate.sqlite") is None
+    True
     """
     try:
-        scheme = urlsplit(url.strip()).scheme.lower()
+        text = url.strip()
+        scheme = urlsplit(text).scheme.lower()
     except (ValueError, AttributeError):
+        return None
+    if not text[len(scheme) + 1:].startswith("//"):
         return None
     return BACKENDS.get(scheme)
 

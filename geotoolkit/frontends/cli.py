@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -35,7 +34,7 @@ from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
 from geotoolkit.export import FORMATS, check_exportable, read_results, write_results
-from geotoolkit.frontends.fleet_watch import add_status_parser, run_status
+from geotoolkit.frontends.fleet_watch import add_status_parser, env_value, run_status
 from geotoolkit.orchestration.frame import retry
 from geotoolkit.orchestration.job import Columns, FrameJob
 from geotoolkit.orchestration.options import GeocodeOptions
@@ -60,7 +59,7 @@ EPILOG = """\
 examples:
   geotoolkit demo addresses.csv -o out.gpkg
   geotoolkit geocode addresses.csv -o out.gpkg --user-agent "my-app/1.0 (me@example.org)"
-  geotoolkit geocode addresses.csv -o out.gpkg --provider census,nominatim \
+  geotoolkit geocode addresses.csv -o out.gpkg --provider census,nominatim \\
       --user-agent "my-app/1.0 (me@example.org)" --min-precision street
   geotoolkit geocode out.gpkg --only-dead-letters -o next.gpkg --user-agent "..."
   geotoolkit reverse fixes.gpkg -o addresses.gpkg --user-agent "my-app/1.0 (me@example.org)"
@@ -241,7 +240,7 @@ def _providers(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     if len(names) == 1:
         if len(urls) > 1 or any("=" in u.split("://", 1)[0] for u in urls):
             raise ConfigurationError("--base-url takes one URL for a single provider")
-        return names[0], {"api_key": _env(args.api_key_env, "the API key"),
+        return names[0], {"api_key": _env("--api-key-env", args.api_key_env, "the API key"),
                           "user_agent": args.user_agent, "base_url": urls[0] if urls else None}
     if args.api_key_env:
         raise ConfigurationError("--api-key-env works with a single --provider only: a key must "
@@ -258,13 +257,8 @@ def _named_url(text: str, names: list[str]) -> tuple[str, str]:
     return name.strip().lower(), url.strip()
 
 
-def _env(var: str | None, what: str) -> str | None:
-    if var is None:
-        return None
-    value = os.environ.get(var, "").strip()
-    if not value:
-        raise ConfigurationError(f"environment variable {var} ({what}) is not set or empty")
-    return value
+def _env(flag: str, var: str | None, what: str) -> str | None:
+    return None if var is None else env_value(flag, var, what)
 
 
 def _options(args: argparse.Namespace, provider: Any, **given: Any) -> GeocodeOptions:
@@ -272,8 +266,8 @@ def _options(args: argparse.Namespace, provider: Any, **given: Any) -> GeocodeOp
     flags = {name: getattr(args, name) for name in OPTION_FLAGS if getattr(args, name, None) is not None}
     if getattr(args, "fallback_on", None):
         flags["fallback_on"] = args.fallback_on
-    gate = args.gate if args.gate is not None else _env(args.gate_env, "the gate URL")
-    cache = _env(args.cache_env, "the cache URL") if args.cache_env else args.cache
+    gate = args.gate if args.gate is not None else _env("--gate-env", args.gate_env, "the gate URL")
+    cache = _env("--cache-env", args.cache_env, "the cache URL") if args.cache_env else args.cache
     return GeocodeOptions.from_env(provider=provider, gate=gate, cache=cache, **{**flags, **given})
 
 

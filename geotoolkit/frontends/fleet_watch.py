@@ -21,6 +21,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ __all__ = [
     "WATCH_SECONDS",
     "Selection",
     "add_status_parser",
+    "env_value",
     "fleet_panel",
     "provider_hosts",
     "published_rates",
@@ -265,15 +267,39 @@ def add_status_parser(actions: Any) -> None:
     cmd.add_argument("--count", type=int, help=argparse.SUPPRESS)  # --watch: stop after N
 
 
+#: What an environment variable's name looks like (POSIX); anything else given to a
+#: ``--*-env`` flag is most likely the value itself, a key or a URL with a password.
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def env_value(flag: str, var: str, what: str) -> str:
+    """The value of the environment variable ``var`` that ``flag`` names, holding ``what``.
+
+    ``ConfigurationError`` when it is not set or empty; a ``var`` that is no variable's
+    name (the key or the URL given in its place) is not repeated in the message.
+
+    >>> env_value("--api-key-env", "sk-live-0123-abcd", "the API key")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: --api-key-env takes the name of an environment \
+variable (letters, digits and _), not the API key itself; the value given is not shown, \
+in case it is a secret
+    """
+    if not _ENV_NAME.fullmatch(var):
+        raise ConfigurationError(f"{flag} takes the name of an environment variable (letters, "
+                                 f"digits and _), not {what} itself; the value given is not "
+                                 "shown, in case it is a secret")
+    value = os.environ.get(var, "").strip()
+    if not value:
+        raise ConfigurationError(f"environment variable {var} ({what}) is not set or empty")
+    return value
+
+
 def _gate_url(args: argparse.Namespace) -> str:
     if args.url and args.gate_env:
         raise ConfigurationError("give the gate URL or --gate-env, not both")
     if args.gate_env:
-        value = os.environ.get(args.gate_env, "").strip()
-        if not value:
-            raise ConfigurationError(f"environment variable {args.gate_env} (the gate URL) is "
-                                     "not set or empty")
-        return str(value)
+        return env_value("--gate-env", args.gate_env, "the gate URL")
     if args.url:
         return str(args.url)
     return os.environ.get(GATE_URL_ENV, "").strip() or f"sqlite:///{default_gate_path()}"

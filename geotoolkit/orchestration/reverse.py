@@ -288,9 +288,9 @@ def _to_lonlat(geometry: gpd.GeoSeries) -> tuple[gpd.GeoSeries, list[str | None]
     name = crs.to_string()
     problems: list[str | None] = []
     for x0, y0, x1, y1 in zip(*before, *after, strict=True):
-        kept = all(abs(a - b) <= _ROUND_TRIP_TOLERANCE * max(1.0, abs(a))
-                   for a, b in ((x0, x1), (y0, y1)))
-        lost = math.isfinite(x0) and math.isfinite(y0) and not kept
+        # only a finite point can be lost (inf - inf would warn, and says nothing)
+        lost = math.isfinite(x0) and math.isfinite(y0) and not all(
+            abs(a - b) <= _ROUND_TRIP_TOLERANCE * max(1.0, abs(a)) for a, b in ((x0, x1), (y0, y1)))
         problems.append(f"({x0}, {y0}) cannot be reprojected from {name} to lon/lat "
                         "(outside the area that CRS covers?)" if lost else None)
     return lonlat, problems

@@ -46,6 +46,7 @@ def test_a_missing_key_or_a_non_provider_is_refused() -> None:
     ("max_response_bytes", 0, "max_response_bytes"),
     ("max_wait_seconds", float("nan"), "max_wait_seconds"), ("cap", -3, "cap"),
     ("gate", "ftp://nowhere", "gate URL"), ("cache", "mongodb://x", "cache URL"),
+    ("gate", "sqlite:/tmp/gate.sqlite", "gate URL"), ("cache", "sqlite:cache.sqlite", "cache URL"),
     ("cache", True, "cache must be"), ("overwrite_columns", "yes", "overwrite_columns"),
 ])
 def test_bad_values_are_refused_when_built(name: str, value: object, message: str) -> None:

@@ -146,6 +146,14 @@ def test_a_point_its_projection_cannot_hold_is_not_sent() -> None:
     assert isinstance(items[1], ReverseQuery)
 
 
+def test_a_point_that_is_not_finite_in_a_projection_is_a_dead_letter_without_a_warning() -> None:
+    # the suite turns warnings into errors: inf - inf in the round-trip check used to warn
+    frame = points(Point(math.inf, math.inf), Point(2758019.0, 1223071.1), crs="EPSG:2056")
+    items = ReverseJob(frame, options()).items
+    assert isinstance(items[0], str) and items[0].startswith("coordinates are not finite")
+    assert isinstance(items[1], ReverseQuery)
+
+
 def test_columns_are_read_as_numbers_and_unusable_cells_say_why() -> None:
     df = pd.DataFrame({"x": ["9.52", "abc", "", None, 9.5, True, "nan", "9.5"],
                        "y": ["47.14", "47.1", "47.1", "47.1", 47.1, 47.1, "47.1", "1e400"]})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,6 +102,38 @@ def test_missing_column_exits_2(sim: ProviderSimulator, csv_path: Path, tmp_path
     err = capsys.readouterr().err
     assert "column 'street' not in the frame" in err and "id, address" in err
     assert sim.requests == [] and not (tmp_path / "x.gpkg").exists()
+
+
+@pytest.mark.parametrize(("flag", "value"), [
+    ("--api-key-env", SECRET),                                  # the key in place of its name
+    ("--gate-env", "redis://:hunter2-secret@127.0.0.1:1/0"),    # a URL with its password
+    ("--cache-env", "postgresql://u:hunter2-secret@127.0.0.1:1/x"),
+])
+def test_a_value_given_to_an_env_flag_is_refused_and_not_shown(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path, flag: str, value: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [*_argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "none")]
+    if flag == "--api-key-env":
+        argv[argv.index("GTK_TEST_KEY")] = value
+    else:
+        del argv[argv.index("--gate"):argv.index("--gate") + 2]
+        argv += [flag, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} takes the name of an environment variable" in err
+    assert value not in err and "secret" not in err.replace("in case it is a secret", "")
+    assert sim.requests == []
+
+
+def test_an_env_flag_naming_an_unset_variable_says_which(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    argv = _argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "none")
+    argv[argv.index("GTK_TEST_KEY")] = "GTK_TEST_KEY_TYPO"
+    assert main(argv) == 2
+    assert "environment variable GTK_TEST_KEY_TYPO (the API key) is not set or empty" in \
+        capsys.readouterr().err
+    assert sim.requests == []
 
 
 def test_unknown_country_or_cache_exits_2(sim: ProviderSimulator, csv_path: Path,
@@ -248,3 +281,17 @@ def test_an_earlier_output_given_as_the_csv_says_to_add_only_dead_letters(
     assert "is a GeoPackage file" in err and "add --only-dead-letters" in err
     assert "UTF-8" not in err  # not read as a CSV in some other encoding
     assert len(sim.requests) == sent and not (tmp_path / "next.gpkg").exists()
+
+
+def test_help_examples_are_commands_to_copy(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    examples = lines[lines.index("examples:") + 1:]
+    # a continued example ends in a backslash, and the next line goes on with its flags
+    assert "  geotoolkit geocode addresses.csv -o out.gpkg --provider census,nominatim \\" in examples
+    for line, following in itertools.pairwise(examples):
+        if line.endswith("\\"):
+            assert following.startswith("      --"), following
+    assert not any("   --" in line.strip() for line in examples)  # no line joined in the source

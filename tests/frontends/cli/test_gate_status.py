@@ -304,6 +304,8 @@ def test_gate_env_and_no_secret_in_any_output(redis_url: str, host: str,
 
 @pytest.mark.parametrize(("url", "message"), [
     ("ftp://gate.example/x", "not a gate URL: ftp://gate.example/x"),
+    # one slash: the path would be lost and the default gate file shown under this name
+    ("sqlite:/tmp/team-gate.sqlite", "not a gate URL: sqlite:/tmp/team-gate.sqlite"),
     ("redis://:hunter2@127.0.0.1:1/0", "gate redis://:***@127.0.0.1:1/0 unreachable"),
     ("postgresql://u:hunter2@127.0.0.1:1/x", "gate postgresql://u:***@127.0.0.1:1/x unreachable"),
 ])
