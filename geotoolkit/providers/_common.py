@@ -101,7 +101,9 @@ class HTTPProvider:
         self.base_url, self.host = parse_base_url(base_url or self.default_base_url)
         self._api_key = api_key.strip() if isinstance(api_key, str) and api_key.strip() else None
         if self._requires_key() and self._api_key is None:
-            raise ConfigurationError(f"{self.name} requires an api_key")
+            raise ConfigurationError(
+                f"{self.name} requires an api_key (on the command line: --api-key-env VAR, "
+                "VAR the environment variable that holds it)")
         if user_agent is None and not self.user_agent_required:
             self.user_agent = DEFAULT_USER_AGENT
         else:

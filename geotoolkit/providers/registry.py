@@ -53,7 +53,7 @@ def get_provider(name: str, **options: Any) -> Provider:
     >>> get_provider("opencage")
     Traceback (most recent call last):
     ...
-    geotoolkit.errors.ConfigurationError: opencage requires an api_key
+    geotoolkit.errors.ConfigurationError: opencage requires an api_key (on the command line: ...
     """
     cls = PROVIDERS.get(name.strip().lower()) if isinstance(name, str) else None
     if cls is None:

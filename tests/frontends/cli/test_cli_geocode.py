@@ -175,6 +175,17 @@ def test_provider_by_name(sim: ProviderSimulator, csv_path: Path, tmp_path: Path
     assert len(pyogrio.read_dataframe(out, layer="geocoded")) == 4
 
 
+def test_a_keyed_provider_without_a_key_names_the_flag(sim: ProviderSimulator, csv_path: Path,
+                                                     tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["geocode", str(csv_path), "-o", str(tmp_path / "x.gpkg"), "--provider", "opencage",
+            "--base-url", sim.url, "--gate", "memory://", "--cache", "none"]
+    assert main(argv) == 2
+    assert "opencage requires an api_key (on the command line: --api-key-env VAR" in (
+        capsys.readouterr().err)
+    assert sim.requests == []
+
+
 def test_nominatim_without_a_user_agent_is_refused(csv_path: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["geocode", str(csv_path), "-o", str(tmp_path / "x.gpkg"), "--gate", "memory://"]
