@@ -50,7 +50,7 @@ def get_provider(name: str, **options: Any) -> Provider:
     --------
     >>> get_provider("photon").host
     'photon.komoot.io'
-    >>> get_provider("opencage")
+    >>> get_provider("opencage")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     geotoolkit.errors.ConfigurationError: opencage requires an api_key (on the command line: ...
