@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
 from geotoolkit.export import FORMATS, check_exportable, read_results, write_results
 from geotoolkit.frontends.fleet_watch import add_status_parser, env_value, run_status
+from geotoolkit.gate.fallback import GateUnavailableWarning
 from geotoolkit.orchestration.frame import retry
 from geotoolkit.orchestration.job import Columns, FrameJob
 from geotoolkit.orchestration.options import GeocodeOptions
@@ -379,7 +381,10 @@ def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] = 
     """
     args = _parser().parse_args(argv)
     try:
-        return _dispatch(args, sleep)
+        with warnings.catch_warnings():
+            # its log line says it (logging's last resort prints warnings to stderr)
+            warnings.simplefilter("ignore", GateUnavailableWarning)
+            return _dispatch(args, sleep)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -118,7 +118,10 @@ class FallbackGate:
             f"locally at {self.share:.0%} of the rate, retrying every {self.retry_seconds:g} s"
         )
         logger.warning(message)
-        warnings.warn(message, GateUnavailableWarning, stacklevel=4)
+        # Issued where no frame is the user's (a gate call runs in a worker thread): named
+        # after the gate, not after concurrent/futures/thread.py.
+        warnings.warn_explicit(message, GateUnavailableWarning, filename="geotoolkit.gate",
+                               lineno=0, module=__name__)
 
     def _recover(self) -> None:
         with self._lock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -123,9 +124,11 @@ def test_an_unreachable_redis_degrades_to_local_pacing_with_one_warning(
         RedisGate("redis://:hunter2@127.0.0.1:1/0"), share=0.25, clock=clock, retry_seconds=5.0
     )
     try:
-        with pytest.warns(GateUnavailableWarning, match="redis") as record:
-            assert gate.acquire(KEY, 1.0) == 0.0
+        # as the engine calls a gate: in a worker thread
+        with pytest.warns(GateUnavailableWarning, match="redis") as record, ThreadPoolExecutor(1) as pool:
+            assert pool.submit(gate.acquire, KEY, 1.0).result() == 0.0
         assert len(record) == 1
+        assert record[0].filename == "geotoolkit.gate"  # not concurrent/futures/thread.py
         assert "hunter2" not in str(record[0].message)
         assert gate.degraded
         assert gate.backend == "redis (fallback: local)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pyogrio
 import pytest
 
 from geotoolkit.frontends.cli import main
+from geotoolkit.gate.fallback import GateUnavailableWarning
 from geotoolkit.testing import ProviderSimulator
 
 SECRET = "sk-live-0123456789abcdef-secret"
@@ -184,6 +186,16 @@ def test_a_keyed_provider_without_a_key_names_the_flag(sim: ProviderSimulator, c
     assert "opencage requires an api_key (on the command line: --api-key-env VAR" in (
         capsys.readouterr().err)
     assert sim.requests == []
+
+
+def test_an_unreachable_gate_is_said_once_not_as_a_warning_from_a_thread(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path) -> None:
+    argv = _argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "none", "--rate", "100")
+    argv[argv.index("--gate") + 1] = "redis://127.0.0.1:1/0"  # nothing listens there
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(argv) == 0  # paced locally, at a share of the rate
+    assert not [w for w in caught if issubclass(w.category, GateUnavailableWarning)]
 
 
 def test_nominatim_without_a_user_agent_is_refused(csv_path: Path, tmp_path: Path,
