@@ -152,8 +152,8 @@ class GeocodeAccessor:
         geodesic distance (WGS84) from the input point in metres; with
         ``full_results=True`` the address components (``geocode_street``,
         ``geocode_housenumber``, ``geocode_postcode``, ``geocode_locality``...).
-        Missing, empty and non-point geometries and out-of-range coordinates are
-        dead letters with their reason, never sent.
+        Missing, empty and non-point geometries, out-of-range coordinates and
+        (0, 0) are dead letters with their reason, never sent.
 
         The same engine, gate, cache, options and progress as :meth:`run`: points
         are cached by their coordinates rounded to ``decimals``, so two fixes closer

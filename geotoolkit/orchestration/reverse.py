@@ -12,7 +12,7 @@ progress and fallback chain stages as forward geocoding, and
 The points are reprojected to EPSG:4326 with the frame's own CRS (and back again, to
 catch a point the projection cannot hold), then read as ``lon, lat`` (shapely's
 ``x, y``) once, here. A row that is no usable point (missing, empty, not a Point,
-out of range) is a dead letter with its reason, never sent. A point is sent rounded
+out of range, (0, 0)) is a dead letter with its reason, never sent. A point is sent rounded
 to ``decimals`` decimals of a degree (default :data:`~geotoolkit.results.REVERSE_DECIMALS`,
 about 0.1 m), which is also its cache key: two fixes closer than that share one
 request, and a rerun sends nothing already settled.
