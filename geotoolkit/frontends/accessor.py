@@ -251,8 +251,8 @@ class GeocodeAccessor:
         Raises
         ------
         ConfigurationError
-            ``fixed`` has rows or columns the result does not, or the result's
-            index has duplicates.
+            ``fixed`` is not a DataFrame, has rows or columns the result does not,
+            or the result's index has duplicates; the result is a reverse result.
         """
         from geotoolkit.display.sinks import progress_sink
         from geotoolkit.errors import ConfigurationError

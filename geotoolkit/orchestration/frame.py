@@ -197,6 +197,10 @@ def retry_rows(result: pd.DataFrame, fixed: pd.DataFrame | None) -> tuple[pd.Dat
         raise ConfigurationError("the result's index has duplicate labels, so corrected rows "
                                  "cannot be matched back: result.reset_index() first")
     fixed = letters if fixed is None else fixed
+    if not isinstance(fixed, pd.DataFrame):
+        hint = " (one column of them: series.to_frame())" if isinstance(fixed, pd.Series) else ""
+        raise ConfigurationError(f"fixed must be a DataFrame of rows of the result{hint}, got "
+                                 f"{type(fixed).__name__}")
     if not fixed.index.is_unique:
         raise ConfigurationError("fixed has duplicate index labels: give each row once")
     missing = fixed.index.difference(result.index)
