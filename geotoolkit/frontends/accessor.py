@@ -180,8 +180,9 @@ class GeocodeAccessor:
         Raises
         ------
         ConfigurationError
-            No CRS, a provider without reverse geocoding, bad options, columns the
-            result would overwrite; all before anything is opened or sent.
+            No CRS (or one with no way to lon/lat), a provider without reverse
+            geocoding, bad options, columns the result would overwrite; all before
+            anything is opened or sent.
 
         Examples
         --------

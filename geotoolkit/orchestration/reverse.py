@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import shapely
 from pyproj import CRS
-from pyproj.exceptions import CRSError
+from pyproj.exceptions import CRSError, ProjError
 
 from geotoolkit.engine import run_sync
 from geotoolkit.errors import ConfigurationError
@@ -106,7 +106,8 @@ class ReverseJob:
     Raises
     ------
     ConfigurationError
-        No CRS (the message names ``set_crs``), no active geometry, a provider
+        No CRS (the message names ``set_crs``), a CRS with no way to lon/lat (a
+        local engineering CRS, another planet's), no active geometry, a provider
         without reverse geocoding, a bad ``decimals``, duplicate column names, or
         columns of the frame the result would overwrite (without
         ``overwrite_columns=True``).
@@ -283,9 +284,15 @@ def _to_lonlat(geometry: gpd.GeoSeries) -> tuple[gpd.GeoSeries, list[str | None]
     crs = geometry.crs
     if crs.equals(_WGS84, ignore_axis_order=True):  # geopandas keeps x = lon whatever the axes
         return geometry.set_crs("EPSG:4326", allow_override=True), [None] * len(geometry)
-    lonlat = geometry.to_crs("EPSG:4326")
-    before, after = point_lonlat(geometry.array), point_lonlat(lonlat.to_crs(crs).array)
     name = crs.to_string()
+    try:
+        lonlat = geometry.to_crs("EPSG:4326")
+        back = lonlat.to_crs(crs)
+    except (CRSError, ProjError) as exc:  # a local engineering CRS, another planet's...
+        raise ConfigurationError(f"the points cannot be reprojected from {name} to EPSG:4326 "
+                                 f"lon/lat ({exc}): give the CRS they are really in"
+                                 ) from exc
+    before, after = point_lonlat(geometry.array), point_lonlat(back.array)
     problems: list[str | None] = []
     for x0, y0, x1, y1 in zip(*before, *after, strict=True):
         kept = all(abs(a - b) <= _ROUND_TRIP_TOLERANCE * max(1.0, abs(a))

@@ -146,6 +146,16 @@ def test_a_point_its_projection_cannot_hold_is_not_sent() -> None:
     assert isinstance(items[1], ReverseQuery)
 
 
+def test_a_crs_with_no_way_to_lonlat_is_refused_before_anything_is_sent() -> None:
+    local = 'LOCAL_CS["site grid",UNIT["metre",1]]'  # an engineering CRS: metres from a peg
+    with pytest.raises(ConfigurationError, match=r"cannot be reprojected from .*site grid.* to "
+                                                 r"EPSG:4326 lon/lat .*give the CRS"):
+        ReverseJob(points(Point(12.0, 5.0), crs=local), options())
+    with pytest.raises(ConfigurationError, match="cannot be reprojected from IAU_2015:30100"):
+        reverse_job(pd.DataFrame({"x": [1.0], "y": [2.0]}), options(), lon="x", lat="y",
+                    crs="IAU_2015:30100")  # the Moon
+
+
 def test_columns_are_read_as_numbers_and_unusable_cells_say_why() -> None:
     df = pd.DataFrame({"x": ["9.52", "abc", "", None, 9.5, True, "nan", "9.5"],
                        "y": ["47.14", "47.1", "47.1", "47.1", 47.1, 47.1, "47.1", "1e400"]})
