@@ -21,6 +21,7 @@ request, and a rerun sends nothing already settled.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import numbers
 from collections.abc import Sequence
@@ -261,6 +262,8 @@ def _number(cell: Any, what: str, name: str) -> tuple[float, str | None]:
             value = float(cell)
         except ValueError:
             return math.nan, f"{what} ({name}) is not a number: {cell.strip()[:40]!r}"
+    elif isinstance(cell, decimal.Decimal):  # a NUMERIC column read from a database
+        value = math.nan if cell.is_nan() else float(cell)
     elif isinstance(cell, bool) or not isinstance(cell, numbers.Real):
         return math.nan, missing if _missing(cell) else \
             f"{what} ({name}) is not a number ({type(cell).__name__})"

@@ -4,6 +4,7 @@ reprojection), and the result frame built from outcomes (status rules, distance,
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import geopandas as gpd
 import numpy as np
@@ -166,6 +167,14 @@ def test_columns_are_read_as_numbers_and_unusable_cells_say_why() -> None:
         "lon (x) is missing", "coordinates are not finite (9.5, inf)"]
     assert list(job.frame.columns) == ["x", "y"]  # both kept as they were
     assert job.points.iloc[1] is None  # an unusable row has no geometry
+
+
+def test_decimal_cells_from_a_database_are_numbers() -> None:
+    df = pd.DataFrame({"x": [Decimal("9.52195"), Decimal("NaN"), Decimal("sNaN"), Decimal("Inf")],
+                       "y": [Decimal("47.13974")] * 4})  # pd.read_sql of NUMERIC columns
+    assert reverse_job(df, options(), lon="x", lat="y").items == [
+        ReverseQuery(9.52195, 47.13974), "lon (x) is missing", "lon (x) is missing",
+        "coordinates are not finite (inf, 47.13974)"]
 
 
 def test_an_earlier_result_is_reverse_geocoded_again_without_its_old_columns() -> None:
