@@ -109,6 +109,8 @@ def reverse_query(lon: object, lat: object) -> ReverseQuery | str:
     ReverseQuery(lon=9.52, lat=47.14, decimals=6)
     >>> reverse_query(47.14, 99.0)
     'latitude 99.0 out of range [-90, 90]'
+    >>> reverse_query(0, 0.0)  # a missing fix written as zeros, not a point to look up
+    'null island (0, 0)'
     """
     if _missing(lon) or _missing(lat):
         return "missing coordinates"
@@ -125,6 +127,8 @@ def reverse_query(lon: object, lat: object) -> ReverseQuery | str:
         return f"longitude {x} out of range [-180, 180]"
     if not -90.0 <= y <= 90.0:
         return f"latitude {y} out of range [-90, 90]"
+    if x == 0.0 and y == 0.0:  # as validate.check_lonlat: the core modules import no other
+        return "null island (0, 0)"
     return ReverseQuery(x, y)
 
 

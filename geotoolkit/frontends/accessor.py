@@ -152,8 +152,8 @@ class GeocodeAccessor:
         geodesic distance (WGS84) from the input point in metres; with
         ``full_results=True`` the address components (``geocode_street``,
         ``geocode_housenumber``, ``geocode_postcode``, ``geocode_locality``...).
-        Missing, empty and non-point geometries and out-of-range coordinates are
-        dead letters with their reason, never sent.
+        Missing, empty and non-point geometries, out-of-range coordinates and
+        (0, 0) are dead letters with their reason, never sent.
 
         The same engine, gate, cache, options and progress as :meth:`run`: points
         are cached by their coordinates rounded to ``decimals``, so two fixes closer
@@ -180,8 +180,9 @@ class GeocodeAccessor:
         Raises
         ------
         ConfigurationError
-            No CRS, a provider without reverse geocoding, bad options, columns the
-            result would overwrite; all before anything is opened or sent.
+            No CRS (or one with no way to lon/lat), a provider without reverse
+            geocoding, bad options, columns the result would overwrite; all before
+            anything is opened or sent.
 
         Examples
         --------
@@ -251,8 +252,8 @@ class GeocodeAccessor:
         Raises
         ------
         ConfigurationError
-            ``fixed`` has rows or columns the result does not, or the result's
-            index has duplicates.
+            ``fixed`` is not a DataFrame, has rows or columns the result does not,
+            or the result's index has duplicates; the result is a reverse result.
         """
         from geotoolkit.display.sinks import progress_sink
         from geotoolkit.errors import ConfigurationError

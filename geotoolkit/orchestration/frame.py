@@ -185,12 +185,22 @@ def retry_rows(result: pd.DataFrame, fixed: pd.DataFrame | None) -> tuple[pd.Dat
     """
     from geotoolkit.errors import ConfigurationError
     from geotoolkit.export import dead_letters
+    from geotoolkit.export.dtypes import is_reverse_result
 
     letters = dead_letters(result)  # refuses a frame that is not a result
+    if is_reverse_result(result):  # its cells are coordinates: sent as addresses, they "match"
+        raise ConfigurationError(
+            "this is a reverse-geocoding result, and a retry sends addresses: reverse geocode it "
+            "again instead (geotoolkit reverse FILE -o OUT, or result.geocode.reverse(...)); "
+            "settled points come from the cache")
     if not result.index.is_unique:
         raise ConfigurationError("the result's index has duplicate labels, so corrected rows "
                                  "cannot be matched back: result.reset_index() first")
     fixed = letters if fixed is None else fixed
+    if not isinstance(fixed, pd.DataFrame):
+        hint = " (one column of them: series.to_frame())" if isinstance(fixed, pd.Series) else ""
+        raise ConfigurationError(f"fixed must be a DataFrame of rows of the result{hint}, got "
+                                 f"{type(fixed).__name__}")
     if not fixed.index.is_unique:
         raise ConfigurationError("fixed has duplicate index labels: give each row once")
     missing = fixed.index.difference(result.index)

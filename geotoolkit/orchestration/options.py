@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass
 from pathlib import PurePath
 from typing import Any
@@ -77,6 +77,18 @@ def _check_gate(gate: object) -> None:
         return
     if not all(callable(getattr(gate, m, None)) for m in _GATE_METHODS):
         raise ConfigurationError(f"gate must be a URL or a Gate, got {type(gate).__name__}")
+
+
+def _fallback_statuses(value: object) -> tuple[str, ...] | None:
+    """``fallback_on`` as a tuple of statuses; ``None`` when it is not one status or a
+    collection of them (``None`` itself, a number, a status no row passes on with)."""
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, Iterable):
+        return None
+    statuses = tuple(value)
+    usable = all(isinstance(s, str) and s in _FALLBACK_STATUSES for s in statuses)
+    return statuses if usable else None
 
 
 def _check_cache(cache: object) -> None:
@@ -171,11 +183,11 @@ sqlite:///path, redis://host:port/db or postgresql://...
                                      f"got {self.min_precision!r}")
         if not isinstance(self.full_results, bool):
             raise ConfigurationError("full_results must be True or False")
-        fallback = (self.fallback_on,) if isinstance(self.fallback_on, str) else self.fallback_on
-        if not set(fallback) <= _FALLBACK_STATUSES:
+        fallback = _fallback_statuses(self.fallback_on)
+        if fallback is None:
             raise ConfigurationError(f"fallback_on takes {', '.join(sorted(_FALLBACK_STATUSES))}, "
-                                     f"got {self.fallback_on!r}")
-        object.__setattr__(self, "fallback_on", tuple(fallback))
+                                     f"or a list of them (() for none), got {self.fallback_on!r}")
+        object.__setattr__(self, "fallback_on", fallback)
         if len(self.providers) > 1 and self.rate is not None:
             raise ConfigurationError(
                 "rate= with a provider chain is ambiguous: each provider runs at its own published "

@@ -12,7 +12,7 @@ progress and fallback chain stages as forward geocoding, and
 The points are reprojected to EPSG:4326 with the frame's own CRS (and back again, to
 catch a point the projection cannot hold), then read as ``lon, lat`` (shapely's
 ``x, y``) once, here. A row that is no usable point (missing, empty, not a Point,
-out of range) is a dead letter with its reason, never sent. A point is sent rounded
+out of range, (0, 0)) is a dead letter with its reason, never sent. A point is sent rounded
 to ``decimals`` decimals of a degree (default :data:`~geotoolkit.results.REVERSE_DECIMALS`,
 about 0.1 m), which is also its cache key: two fixes closer than that share one
 request, and a rerun sends nothing already settled.
@@ -21,6 +21,7 @@ request, and a rerun sends nothing already settled.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import numbers
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ import numpy as np
 import pandas as pd
 import shapely
 from pyproj import CRS
-from pyproj.exceptions import CRSError
+from pyproj.exceptions import CRSError, ProjError
 
 from geotoolkit.engine import run_sync
 from geotoolkit.errors import ConfigurationError
@@ -106,7 +107,8 @@ class ReverseJob:
     Raises
     ------
     ConfigurationError
-        No CRS (the message names ``set_crs``), no active geometry, a provider
+        No CRS (the message names ``set_crs``), a CRS with no way to lon/lat (a
+        local engineering CRS, another planet's), no active geometry, a provider
         without reverse geocoding, a bad ``decimals``, duplicate column names, or
         columns of the frame the result would overwrite (without
         ``overwrite_columns=True``).
@@ -260,6 +262,8 @@ def _number(cell: Any, what: str, name: str) -> tuple[float, str | None]:
             value = float(cell)
         except ValueError:
             return math.nan, f"{what} ({name}) is not a number: {cell.strip()[:40]!r}"
+    elif isinstance(cell, decimal.Decimal):  # a NUMERIC column read from a database
+        value = math.nan if cell.is_nan() else float(cell)
     elif isinstance(cell, bool) or not isinstance(cell, numbers.Real):
         return math.nan, missing if _missing(cell) else \
             f"{what} ({name}) is not a number ({type(cell).__name__})"
@@ -283,9 +287,15 @@ def _to_lonlat(geometry: gpd.GeoSeries) -> tuple[gpd.GeoSeries, list[str | None]
     crs = geometry.crs
     if crs.equals(_WGS84, ignore_axis_order=True):  # geopandas keeps x = lon whatever the axes
         return geometry.set_crs("EPSG:4326", allow_override=True), [None] * len(geometry)
-    lonlat = geometry.to_crs("EPSG:4326")
-    before, after = point_lonlat(geometry.array), point_lonlat(lonlat.to_crs(crs).array)
     name = crs.to_string()
+    try:
+        lonlat = geometry.to_crs("EPSG:4326")
+        back = lonlat.to_crs(crs)
+    except (CRSError, ProjError) as exc:  # a local engineering CRS, another planet's...
+        raise ConfigurationError(f"the points cannot be reprojected from {name} to EPSG:4326 "
+                                 f"lon/lat ({exc}): give the CRS they are really in"
+                                 ) from exc
+    before, after = point_lonlat(geometry.array), point_lonlat(back.array)
     problems: list[str | None] = []
     for x0, y0, x1, y1 in zip(*before, *after, strict=True):
         # only a finite point can be lost (inf - inf would warn, and says nothing)

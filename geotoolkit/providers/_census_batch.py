@@ -84,11 +84,12 @@ def outcome(row: list[str], provider: str) -> Outcome:
         return Failure(reason=f"census: unexpected match indicator {safe_text(indicator, limit=50)!r}",
                        error="ProviderResponseError", provider=provider)
     raw = _raw(row)
+    point = raw.get("coordinates", "")
     try:
-        lon, lat = lonlat(*raw.get("coordinates", "").split(","))  # "lon,lat": x first
+        lon, lat = _point(point)
     except (TypeError, ValueError) as exc:
-        return Failure(reason=f"census: unusable coordinates in record "
-                              f"{safe_text(row[0], limit=100)!r} ({safe_text(exc, limit=100)})",
+        return Failure(reason=f"census: unusable coordinates {safe_text(point, limit=100)!r} "
+                              f"({safe_text(exc, limit=100)})",
                        error="ProviderResponseError", provider=provider)
     return Match(lon=lon, lat=lat, label=f.label(raw.get("matched_address")), provider=provider,
                  raw=raw, precision=precision_of("census batch", {"match type": raw.get("match_type")}),
@@ -186,6 +187,22 @@ def columns(query: Query) -> tuple[str, str, str, str]:
         return query.text, "", "", ""
     street = " ".join(v for v in (query.housenumber, query.street) if v)
     return street, query.city or "", query.state or "", query.postalcode or ""
+
+
+def _point(text: str) -> tuple[float, float]:
+    """``lon,lat`` (x first) of a match record, as two checked numbers.
+
+    >>> _point("-76.92744,38.845985")
+    (-76.92744, 38.845985)
+    >>> _point("not-a-point")
+    Traceback (most recent call last):
+    ...
+    ValueError: not two numbers "lon,lat"
+    """
+    parts = text.split(",")
+    if len(parts) != 2:
+        raise ValueError('not two numbers "lon,lat"')
+    return lonlat(*parts)
 
 
 def _raw(row: list[str]) -> dict[str, str]:

@@ -78,6 +78,8 @@ def test_a_census_batch_gives_every_row_its_own_outcome(sim: ProviderSimulator, 
     assert isinstance(outcomes[0], Match) and (outcomes[0].lon, outcomes[0].lat) == sim.expected(KNOWN)
     assert isinstance(outcomes[1], NoMatch) and isinstance(outcomes[3], NoMatch)  # no match, a tie
     assert isinstance(outcomes[2], Failure)  # the malformed record, and only it
+    assert outcomes[2].reason == ("census: unusable coordinates 'not-a-point' "
+                                  '(not two numbers "lon,lat")')  # the record, not our code
     assert all(isinstance(o, Match) for o in outcomes[4:])
     assert [(o.lon, o.lat) for o in outcomes[4:]] == [sim.expected(a) for a in addresses[4:]]
     assert {o.attempts for o in outcomes} == {1}

@@ -48,6 +48,8 @@ def test_a_missing_key_or_a_non_provider_is_refused() -> None:
     ("gate", "ftp://nowhere", "gate URL"), ("cache", "mongodb://x", "cache URL"),
     ("gate", "sqlite:/tmp/gate.sqlite", "gate URL"), ("cache", "sqlite:cache.sqlite", "cache URL"),
     ("cache", True, "cache must be"), ("overwrite_columns", "yes", "overwrite_columns"),
+    ("fallback_on", None, "fallback_on takes"), ("fallback_on", 5, "fallback_on takes"),
+    ("fallback_on", [["failed"]], "fallback_on takes"), ("fallback_on", "matched", "fallback_on"),
 ])
 def test_bad_values_are_refused_when_built(name: str, value: object, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):

@@ -4,6 +4,7 @@ reprojection), and the result frame built from outcomes (status rules, distance,
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 import geopandas as gpd
 import numpy as np
@@ -154,6 +155,16 @@ def test_a_point_that_is_not_finite_in_a_projection_is_a_dead_letter_without_a_w
     assert isinstance(items[1], ReverseQuery)
 
 
+def test_a_crs_with_no_way_to_lonlat_is_refused_before_anything_is_sent() -> None:
+    local = 'LOCAL_CS["site grid",UNIT["metre",1]]'  # an engineering CRS: metres from a peg
+    with pytest.raises(ConfigurationError, match=r"cannot be reprojected from .*site grid.* to "
+                                                 r"EPSG:4326 lon/lat .*give the CRS"):
+        ReverseJob(points(Point(12.0, 5.0), crs=local), options())
+    with pytest.raises(ConfigurationError, match="cannot be reprojected from IAU_2015:30100"):
+        reverse_job(pd.DataFrame({"x": [1.0], "y": [2.0]}), options(), lon="x", lat="y",
+                    crs="IAU_2015:30100")  # the Moon
+
+
 def test_columns_are_read_as_numbers_and_unusable_cells_say_why() -> None:
     df = pd.DataFrame({"x": ["9.52", "abc", "", None, 9.5, True, "nan", "9.5"],
                        "y": ["47.14", "47.1", "47.1", "47.1", 47.1, 47.1, "47.1", "1e400"]})
@@ -164,6 +175,14 @@ def test_columns_are_read_as_numbers_and_unusable_cells_say_why() -> None:
         "lon (x) is missing", "coordinates are not finite (9.5, inf)"]
     assert list(job.frame.columns) == ["x", "y"]  # both kept as they were
     assert job.points.iloc[1] is None  # an unusable row has no geometry
+
+
+def test_decimal_cells_from_a_database_are_numbers() -> None:
+    df = pd.DataFrame({"x": [Decimal("9.52195"), Decimal("NaN"), Decimal("sNaN"), Decimal("Inf")],
+                       "y": [Decimal("47.13974")] * 4})  # pd.read_sql of NUMERIC columns
+    assert reverse_job(df, options(), lon="x", lat="y").items == [
+        ReverseQuery(9.52195, 47.13974), "lon (x) is missing", "lon (x) is missing",
+        "coordinates are not finite (inf, 47.13974)"]
 
 
 def test_an_earlier_result_is_reverse_geocoded_again_without_its_old_columns() -> None:

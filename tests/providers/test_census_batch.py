@@ -83,6 +83,17 @@ def test_unusable_records_are_failures(row: str) -> None:
     assert isinstance(outcome, Failure) and outcome.error == "ProviderResponseError"
 
 
+@pytest.mark.parametrize(("point", "why"), [
+    ("not-a-point", 'not two numbers "lon,lat"'), ("1,2,3", 'not two numbers "lon,lat"'),
+    ("", 'not two numbers "lon,lat"'), ("-76.9,abc", "'abc'")])
+def test_unusable_coordinates_say_what_they_were(point: str, why: str) -> None:
+    row = f'"9","x","Match","Exact","X","{point}","1","L"\n'
+    outcome = BATCH.parse_batch_response(httpx.Response(200, text=row))["9"]
+    assert isinstance(outcome, Failure)
+    assert outcome.reason.startswith(f"census: unusable coordinates {point!r} (")
+    assert why in outcome.reason and "positional argument" not in outcome.reason
+
+
 def test_an_html_page_is_not_an_answer() -> None:
     with pytest.raises(ProviderResponseError):
         BATCH.parse_batch_response(httpx.Response(200, text="<html><body>Oops</body></html>"))

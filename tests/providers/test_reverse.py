@@ -106,6 +106,7 @@ def test_the_point_is_sent_rounded_as_its_cache_key(lon: float, lat: float,
     (10.75, 95.0, "latitude 95.0 out of range [-90, 90]"),
     (math.nan, 59.9, "missing coordinates"),                # NaN is a missing value
     (10.75, math.inf, "coordinates are not finite (10.75, inf)"),
+    (0.0, -0.0, "null island (0, 0)"),                      # a missing fix written as zeros
     (True, 59.9, "coordinates are not numbers"),
     ("10.75", 59.9, "coordinates are not numbers"),
 ])

@@ -118,6 +118,19 @@ def test_swiss_lv95_fixes_in_liechtenstein_are_reprojected(keyed_sim: ProviderSi
     assert out.geocode_distance_m.iloc[0] < 0.01
 
 
+def test_null_island_is_a_dead_letter_never_sent(keyed_sim: ProviderSimulator) -> None:
+    keyed_sim.reset()  # (0, 0) is a fix that was missing, written as zeros: in any CRS, any form
+    web_mercator = fixes(STAEDTLE, (0.0, 0.0)).to_crs("EPSG:3857")
+    out = reverse(web_mercator, PROVIDERS["photon"](keyed_sim.url))
+    columns = pd.DataFrame({"x": ["0", "0.0", "9.52195"], "y": ["0", "-0", "47.13974"]})
+    plain = reverse(columns, PROVIDERS["photon"](keyed_sim.url), lon="x", lat="y")
+    assert list(out.geocode_status) == ["matched", "failed"]
+    assert list(plain.geocode_status) == ["failed", "failed", "matched"]
+    for letter in (out.iloc[1], plain.iloc[0], plain.iloc[1]):
+        assert letter.geocode_reason == "null island (0, 0)" and letter.geocode_attempts == 0
+    assert sent(keyed_sim) == ["reverse:9.521950,47.139740"] * 2  # only the real fixes
+
+
 def test_the_distance_column_shows_how_far_the_answer_is(keyed_sim: ProviderSimulator) -> None:
     geod = Geod(ellps="WGS84")
     east = geod.fwd(*STAEDTLE, 90.0, 100.0)[:2]  # 100 m east of Städtle 38: still its nearest

@@ -102,6 +102,10 @@ def test_retry_refuses_rows_or_columns_it_cannot_match_back(options: dict[str, A
                                                             result: Any) -> None:
     with pytest.raises(ConfigurationError, match=r"not in the result: 'zz'.*index_col=0"):
         result.geocode.retry(pd.DataFrame({"address": ["x"]}, index=["zz"]), **options)
+    with pytest.raises(ConfigurationError, match=r"a DataFrame.*series\.to_frame\(\)\), got Series"):
+        result.geocode.retry(result.geocode.dead_letters()["address"], **options)
+    with pytest.raises(ConfigurationError, match="a DataFrame of rows of the result, got dict"):
+        result.geocode.retry({"b": "Landstrasse 19, 9494 Schaan"}, **options)
     with pytest.raises(ConfigurationError, match="columns the result does not: 'note'"):
         result.geocode.retry(pd.DataFrame({"address": ["x"], "note": ["?"]}, index=["b"]),
                              **options)

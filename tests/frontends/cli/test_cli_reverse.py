@@ -158,3 +158,17 @@ def test_max_wait_exits_75_with_retry_after(gpkg: Path, tmp_path: Path,
         assert code == 75
         assert "retry_after=" in capsys.readouterr().err
         assert sim.count(429) == 1 and not (tmp_path / "x.gpkg").exists()
+
+
+def test_the_dead_letters_of_a_reverse_output_are_not_geocoded_as_addresses(
+        sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source, out, again = tmp_path / "fixes.csv", tmp_path / "places.gpkg", tmp_path / "again.gpkg"
+    pd.DataFrame({"x": ["9.52197", "abc", "7"], "y": ["47.13976", "47.1", "47"]}).to_csv(
+        source, index=False)
+    assert main(argv(sim, source, out, "--cache", "none", "--lon", "x", "--lat", "y")) == 0
+    sent = len(sim.requests)
+    geocode = ["geocode", str(out), "--only-dead-letters", "-o", str(again), "--column", "x",
+               *argv(sim, source, out, "--cache", "none")[4:]]
+    assert main(geocode) == 2  # its cells are coordinates: as addresses, "abc" would match
+    assert "reverse-geocoding result" in capsys.readouterr().err
+    assert len(sim.requests) == sent and not again.exists()
