@@ -23,17 +23,18 @@ in files.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
-from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
+from geotoolkit.errors import ConfigurationError, ExportError, GeotoolkitError, RateLimitError
 from geotoolkit.export import FORMATS, check_exportable, read_results, write_results
 from geotoolkit.frontends.fleet_watch import add_status_parser, env_value, run_status
 from geotoolkit.gate.fallback import GateUnavailableWarning
@@ -290,7 +291,8 @@ def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
     sink, tally = _progress(args.progress)
     job, previous = None, None
     if args.only_dead_letters:
-        previous = read_results(args.input)
+        with _input_file():
+            previous = read_results(args.input)
         check_exportable(previous, args.output)
     else:
         _require_csv(args.input)
@@ -339,8 +341,9 @@ def _unless_deferred(run: Callable[[], gpd.GeoDataFrame]) -> gpd.GeoDataFrame | 
 def _reverse(args: argparse.Namespace, options: GeocodeOptions) -> int:
     if args.input.resolve() == args.output.resolve():
         raise ConfigurationError(f"--output {args.output} would overwrite the input")
-    job = reverse_job_from_file(args.input, options, lon=args.lon, lat=args.lat, crs=args.crs,
-                                layer=args.layer, decimals=args.decimals)
+    with _input_file():
+        job = reverse_job_from_file(args.input, options, lon=args.lon, lat=args.lat,
+                                    crs=args.crs, layer=args.layer, decimals=args.decimals)
     check_exportable(job.frame, args.output, reverse=True)  # before anything is sent
     sink, tally = _progress(args.progress)
     result = _unless_deferred(lambda: job.run_sync(sink))
@@ -349,6 +352,16 @@ def _reverse(args: argparse.Namespace, options: GeocodeOptions) -> int:
     geocoded, letters = write_results(result, args.output)
     _report(tally, args.output, geocoded, letters)
     return 0
+
+
+@contextlib.contextmanager
+def _input_file() -> Iterator[None]:
+    """An input file that cannot be read is a bad argument (exit 2, as a bad CSV is), not a
+    run that stopped."""
+    try:
+        yield
+    except ExportError as exc:
+        raise ConfigurationError(str(exc)) from exc
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -120,6 +120,10 @@ def test_refusals_exit_2_before_anything_is_sent(sim: ProviderSimulator, gpkg: P
     assert "decimals must be a whole number from 0 to 10" in capsys.readouterr().err
     assert main(argv(sim, tmp_path / "missing.gpkg", out)) == 2
     assert "no such file" in capsys.readouterr().err
+    broken = tmp_path / "broken.gpkg"
+    broken.write_bytes(b"not a GeoPackage at all")
+    assert main(argv(sim, broken, out)) == 2  # a bad argument, as a bad CSV is: not a stop
+    assert capsys.readouterr().err.startswith(f"geotoolkit: cannot read {broken}: ")
     assert sim.requests == [] and not out.exists()
 
 
