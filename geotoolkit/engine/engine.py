@@ -150,11 +150,20 @@ class Engine:
 
     # -- the batch -------------------------------------------------------------
 
-    async def run(self, items: Sequence[AnyQuery | str], progress: ProgressSink | None = None
-                  ) -> list[Outcome]:
+    async def run(self, items: Sequence[AnyQuery | str], progress: ProgressSink | None = None,
+                  *, hand_off: tuple[type[BaseException], ...] = ()) -> list[Outcome]:
         """Settle ``items`` (a Query or ReverseQuery each, or a reason string for unusable
-        input). ``progress`` receives the run's events (``geotoolkit.progress``)."""
+        input). ``progress`` receives the run's events (``geotoolkit.progress``).
+
+        ``hand_off``: errors about the provider (its quota spent, an outage that outlasted
+        the circuit) that end this provider's part instead of the run, for a stage of a
+        chain with another provider after it. The rows not settled when one comes are a
+        Failure saying so (never sent: 0 attempts), reported ``passed_on``, and their
+        indices in ``items`` are :attr:`handed_off`.
+        """
         self._progress = progress
+        self._hand_off = hand_off
+        self.handed_off: list[int] = []
         http.warm_up()  # before the first slot, not between a slot and its send
         async with http.make_client(concurrency=self.settings.concurrency,
                                     timeout=self.settings.timeout,
@@ -183,10 +192,26 @@ class Engine:
         except BaseException as exc:
             self._finish(results, started, exc)
             raise
+        if isinstance(self._error, self._hand_off):
+            self._hand_over(self._error, results)
+            self._error = None
         self._finish(results, started, self._error)
         if self._error is not None:
             raise self._error
         return [r for r in results if r is not None]
+
+    def _hand_over(self, error: BaseException, results: list[Outcome | None]) -> None:
+        """The rows ``error`` left unsettled: a Failure each, passed on to the next provider."""
+        self.handed_off = [i for i, r in enumerate(results) if r is None]
+        reason = self._redact(f"not sent: {self.provider.name} stopped ({_describe(error)})")
+        log.warning("%s stopped (%s); %d rows go on to the next provider", self.provider.name,
+                    self._redact(_describe(error)), len(self.handed_off))
+        for index in self.handed_off:
+            results[index] = Failure(reason=reason, error=type(error).__name__,
+                                     provider=self.provider.name, attempts=0)
+        if self.handed_off:
+            self._emit(ItemFinished(status="failed", rows=len(self.handed_off), attempts=0,
+                                    at=self.clock.now(), passed_on=True))
 
     def _group(
         self, items: Sequence[AnyQuery | str], results: list[Outcome | None]

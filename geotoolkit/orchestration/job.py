@@ -10,8 +10,9 @@ and closed when it ends, however it ends (objects passed in are left open).
 With a provider chain (``provider=[first, second, ...]``) each stage is its own
 engine batch under that provider's gate key, rate and usage policy; the rows that
 come back in ``fallback_on`` go on to the next stage (announced by a
-:class:`~geotoolkit.progress.StageStarted` event). A row keeps the best answer any
-stage gave (a match, the finest too-coarse match, a no-match, a failure; the earlier
+:class:`~geotoolkit.progress.StageStarted` event), and so do the rows a stage had not
+settled when its provider's quota ran out or its circuit timed out (only the last
+provider's stop ends the run). A row keeps the best answer any stage gave (a match, the finest too-coarse match, a no-match, a failure; the earlier
 stage on a tie). Too coarse is decided here, not in the engine: the cache keeps the
 match, so a rerun with another ``min_precision`` sends nothing.
 """
@@ -28,7 +29,7 @@ import pandas as pd
 
 from geotoolkit.clock import SystemClock
 from geotoolkit.engine import Engine, run_sync
-from geotoolkit.errors import ConfigurationError
+from geotoolkit.errors import ConfigurationError, ProviderUnavailableError, QuotaExceededError
 from geotoolkit.gate import Gate, open_gate
 from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.progress import ProgressSink, StageSink, StageStarted
@@ -303,7 +304,10 @@ class _Stages:
         last = stage == len(self.options.providers)
         recorder = _Recorder(store) if store is not None else None
         engine = Engine(provider, self.options, gate=gate, store=recorder)
-        outcomes = await engine.run([self.items[i] for i in rows], self.sink)
+        # Not the last provider: its quota spent or an outage ends its part, not the run.
+        hand_off = () if last else (QuotaExceededError, ProviderUnavailableError)
+        outcomes = await engine.run([self.items[i] for i in rows], self.sink, hand_off=hand_off)
+        handed_off = {rows[i] for i in engine.handed_off}
         hits = {id(o) for o in recorder.hits} if recorder is not None else set()
         passing = []
         for i, answer in zip(rows, outcomes, strict=True):
@@ -315,7 +319,8 @@ class _Stages:
             if best is None or _rank(outcome, minimum) < _rank(best, minimum):
                 self.best[i] = outcome
             status = final_status(outcome.status, getattr(outcome, "precision", None), minimum)
-            if not last and passes_on(status, outcome.attempts, self.options.fallback_on):
+            if i in handed_off or (not last and passes_on(status, outcome.attempts,
+                                                          self.options.fallback_on)):
                 passing.append(i)
         return passing
 

@@ -11,13 +11,15 @@ import pandas as pd
 import pytest
 from gazetteer import PLACES, Gazetteer, gazetteers
 
-from geotoolkit import ConfigurationError
+from geotoolkit import ConfigurationError, QuotaExceededError
 from geotoolkit.display.model import summary_line
 from geotoolkit.orchestration.frame import PRECISION_DTYPE
 from geotoolkit.orchestration.job import Columns, FrameJob, settle
 from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.progress import BatchFinished, Event, ItemFinished, StageStarted, Tally
+from geotoolkit.providers import Nominatim
 from geotoolkit.results import Query
+from geotoolkit.testing import KNOWN_ADDRESSES, ProviderSimulator
 
 ADDRESSES = [*PLACES, "Nowhere 1"]
 
@@ -161,6 +163,35 @@ def test_failures_go_on_only_when_fallback_on_says_so() -> None:
         passed = run(frame(["Vaduz"]), provider=chain, max_attempts=1,
                      fallback_on=("no_match", "failed"))
         assert passed.loc["r0", "geocode_status"] == "matched" and up.queries == ["vaduz"]
+
+
+AGENT = "geotoolkit-tests/1.0 (tests@example.org)"
+
+
+def test_a_provider_whose_quota_runs_out_hands_its_rows_to_the_next_one() -> None:
+    addresses = [k.address for k in KNOWN_ADDRESSES[:8]]
+    with ProviderSimulator(daily_cap=3) as capped, ProviderSimulator() as spare:
+        chain = [Nominatim(capped.url, user_agent=AGENT, rate=100),
+                 Nominatim(spare.url, user_agent=AGENT, rate=100)]
+        events: list[Event] = []
+        out = run(frame(addresses), events, provider=chain, concurrency=1)
+        names = [f"nominatim@{capped.url[7:]}", f"nominatim@{spare.url[7:]}"]
+        assert list(out["geocode_status"]) == ["matched"] * 8  # the run goes on, nothing lost
+        assert list(out["geocode_provider"]) == [names[0]] * 3 + [names[1]] * 5
+        assert len(spare.requests) == 5  # only the rows the first one left
+        tally = Tally()
+        for event in events:
+            tally.update(event)
+        assert (tally.done, tally.passed_on, tally.matched) == (8, 5, 8)
+        finished = [e for e in events if isinstance(e, BatchFinished)]
+        assert len(finished) == 1 and finished[0].error is None
+    # the last provider's quota still ends the run: nobody is left to take the rows
+    with ProviderSimulator(daily_cap=3) as capped, ProviderSimulator(daily_cap=2) as last:
+        chain = [Nominatim(capped.url, user_agent=AGENT, rate=100),
+                 Nominatim(last.url, user_agent=AGENT, rate=100)]
+        with pytest.raises(QuotaExceededError):
+            run(frame(addresses), provider=chain, concurrency=1)
+        assert len(last.requests) == 3  # two answered, the third refused: the run stops
 
 
 def test_settle_follows_the_chain_for_plain_lists() -> None:
