@@ -7,14 +7,15 @@ whose own ``lon``/``lat``/``geometry`` would be overwritten, a usage policy the 
 would break. The gate and the cache are opened by :func:`settle` only for the run,
 and closed when it ends, however it ends (objects passed in are left open).
 
-With a provider chain (``provider=[first, second, ...]``) each stage is its own
-engine batch under that provider's gate key, rate and usage policy; the rows that
-come back in ``fallback_on`` go on to the next stage (announced by a
+With a provider chain (``provider=[first, second, ...]``) each stage is its own engine
+batch under that provider's gate key, rate and usage policy; the rows that come back in
+``fallback_on`` go on to the next stage (announced by a
 :class:`~geotoolkit.progress.StageStarted` event), and so do the rows a stage had not
 settled when its provider's quota ran out or its circuit timed out (only the last
-provider's stop ends the run). A row keeps the best answer any stage gave (a match, the finest too-coarse match, a no-match, a failure; the earlier
-stage on a tie). Too coarse is decided here, not in the engine: the cache keeps the
-match, so a rerun with another ``min_precision`` sends nothing.
+provider's stop ends the run). A row keeps the best answer any stage gave (a match, the
+finest too-coarse match, a no-match, a failure; the earlier stage on a tie). Too coarse
+is decided here, not in the engine: the cache keeps the match, so a rerun with another
+``min_precision`` sends nothing.
 """
 
 from __future__ import annotations
