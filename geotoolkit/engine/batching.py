@@ -23,7 +23,8 @@ worker:
   endpoint with the row's full ``max_attempts``. One bad address costs about
   ``2 * log2(n)`` extra requests, never the other rows.
 - **Row by row**: a batch answer's matched, no-match and failed rows each get their own
-  outcome; settled rows are stored (one transaction when the store has ``put_many``)
+  outcome (a row the answer leaves out goes again alone, through the single endpoint);
+  settled rows are stored (one transaction when the store has ``put_many``)
   and reported (``ItemFinished``) as soon as their batch or half settles, so a run
   killed mid-batch sends again only the rows not settled.
 - **Deadlines scale**: a request of ``n`` queries may take
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING
 from geotoolkit.engine.pacer import call_gate
 from geotoolkit.engine.settings import EngineSettings
 from geotoolkit.errors import ProviderUnavailableError, QueryError
-from geotoolkit.providers.protocol import BatchPolicy, batch_policy
+from geotoolkit.providers.protocol import MISSING_FROM_BATCH, BatchPolicy, batch_policy
 from geotoolkit.results import Failure, Outcome, Query, ReverseQuery, with_attempts
 from geotoolkit.store.base import ResultStore
 
@@ -154,8 +155,11 @@ class Batches:
             return
         outcomes, sent, why = await self._batch(part, attempts)
         if outcomes is not None:
+            answered = list(zip(part, outcomes, strict=True))
             await self.keep([(key, self.engine._tidy(outcome, carried + sent))
-                             for (key, _), outcome in zip(part, outcomes, strict=True)])
+                             for (key, _), outcome in answered if not _missing(outcome)])
+            for item, _ in (pair for pair in answered if _missing(pair[1])):
+                await self._settle([item], attempts, carried + sent)  # alone: its own answer
             return
         log.info("%s batch of %d failed as a whole (%s): split in halves", self.engine.provider.name,
                  len(part), why)
@@ -186,6 +190,11 @@ class Batches:
         if error is None or isinstance(error, ProviderUnavailableError):
             return None, sent, f"gave up after {attempts} attempts: {engine._redact(str(error))}"
         return None, sent, engine._redact(f"{type(error).__name__}: {error}")  # not retried
+
+
+def _missing(outcome: Outcome) -> bool:
+    """Whether the batch answer left this query out (it goes again alone)."""
+    return isinstance(outcome, Failure) and outcome.reason == MISSING_FROM_BATCH
 
 
 def _whole(outcomes: list[Outcome], rows: int, sent: int) -> tuple[list[Outcome] | None, int, str]:

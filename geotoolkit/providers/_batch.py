@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from geotoolkit.errors import QueryError
+from geotoolkit.providers.protocol import MISSING_FROM_BATCH
 from geotoolkit.results import Failure, Outcome, Query, ReverseQuery
 
 __all__ = ["MISSING", "Item", "plan", "settle"]
 
 #: The reason of a query the batch answer does not account for.
-MISSING = "missing from the batch answer"
+MISSING = MISSING_FROM_BATCH
 
 #: A query to send and its position in the caller's sequence.
 Item = tuple[int, Query | ReverseQuery]

@@ -17,7 +17,12 @@ import httpx
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.results import Outcome, Query, ReverseQuery
 
-__all__ = ["BatchPolicy", "ForwardProvider", "Provider", "batch_policy", "can_reverse"]
+__all__ = ["MISSING_FROM_BATCH", "BatchPolicy", "ForwardProvider", "Provider", "batch_policy",
+           "can_reverse"]
+
+#: The reason of a query a batch answer does not account for (the engine sends it again
+#: alone, through the single-query endpoint).
+MISSING_FROM_BATCH = "missing from the batch answer"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,8 @@
   the answer is ``{"batch": [FeatureCollection, ...]}``, one per query, in order.
 
 Row tokens: ``#badrow`` makes that record malformed in an otherwise good answer;
-``#tie`` (Census) answers ``Tie``. Whole-batch failures are decided in ``_decide``.
+``#tie`` (Census) answers ``Tie``; ``#absent`` (Census) leaves the record out. Whole-batch
+failures are decided in ``_decide``.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ class CensusBatch(Census):
             out = io.StringIO()
             writer = csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n")
             for i in order:
+                if "absent" in row_tokens(lookup.rows[i]):
+                    continue
                 hit = FALLBACK if marked == i and hits[i] is None else hits[i]
                 writer.writerow(_census_record(lookup.rows[i], hit, marks if marked == i else {}))
             return out.getvalue().encode("utf-8")

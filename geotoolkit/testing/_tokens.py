@@ -38,6 +38,7 @@ FAULTS: Final[Mapping[str, str]] = {
 ROW_MARKERS: Final[Mapping[str, str]] = {
     "badrow": "batch: this record is malformed in an otherwise good answer",
     "tie": "Census batch: this record answers Tie",
+    "absent": "Census batch: this record is left out of the answer",
 }
 
 def _alternatives(names: list[str]) -> str:

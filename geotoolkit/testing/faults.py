@@ -11,8 +11,8 @@ cap and the parameter checks, and speak each provider's dialect: ``#429`` is a 4
 provider's own error form, ``#huge`` inflates its own label field.
 
 In a batch, the first row whose token is active decides the whole batch's fault
-(``#poison`` is the poison pill: 500); :data:`ROW_MARKERS` (``#badrow``, ``#tie``) spoil
-one record of an otherwise good answer.
+(``#poison`` is the poison pill: 500); :data:`ROW_MARKERS` (``#badrow``, ``#tie``,
+``#absent``) spoil one record of an otherwise good answer.
 """
 
 from __future__ import annotations

@@ -88,6 +88,19 @@ def test_a_census_batch_gives_every_row_its_own_outcome(sim: ProviderSimulator, 
     assert sorted(e.status for e in rows) == sorted(o.status for o in outcomes)
 
 
+def test_a_record_the_batch_answer_leaves_out_goes_again_alone(sim: ProviderSimulator,
+                                                               clock: FakeClock) -> None:
+    addresses = [KNOWN, f"{streets(1)[0]} #absent", *streets(6, start=10)]
+    outcomes, events = run(engine(Census(sim.url), clock), addresses)
+    batch, alone = sim.requests
+    assert (batch.path, batch.rows) == (BATCH, 8)
+    assert (alone.path, alone.query) == ("/locations/onelineaddress",
+                                         "landstrasse 1, 9490 vaduz #absent")  # alone
+    assert all(isinstance(o, Match) for o in outcomes)  # not "missing from the batch answer"
+    assert outcomes[1].attempts == 2  # the batch that left it out, and its own request
+    assert sum(e.rows for e in finished(events)) == 8
+
+
 def test_equal_queries_ride_once_and_settle_every_row(sim: ProviderSimulator, clock: FakeClock) -> None:
     addresses = [*streets(5), *streets(5), KNOWN]
     outcomes, events = run(engine(Census(sim.url), clock), addresses)
