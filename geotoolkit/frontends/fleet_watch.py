@@ -276,7 +276,8 @@ def env_value(flag: str, var: str, what: str) -> str:
     """The value of the environment variable ``var`` that ``flag`` names, holding ``what``.
 
     ``ConfigurationError`` when it is not set or empty; a ``var`` that is no variable's
-    name (the key or the URL given in its place) is not repeated in the message.
+    name (the key or the URL given in its place), or that may be a key (letters and digits
+    in mixed or lower case, such as a hex key), is not repeated in the message.
 
     >>> env_value("--api-key-env", "sk-live-0123-abcd", "the API key")
     Traceback (most recent call last):
@@ -284,6 +285,16 @@ def env_value(flag: str, var: str, what: str) -> str:
     geotoolkit.errors.ConfigurationError: --api-key-env takes the name of an environment \
 variable (letters, digits and _), not the API key itself; the value given is not shown, \
 in case it is a secret
+    >>> env_value("--api-key-env", "GEOCODER_KEY_UNSET_HERE", "the API key")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: environment variable GEOCODER_KEY_UNSET_HERE (the API \
+key) is not set or empty
+    >>> env_value("--api-key-env", "a3f9c1d2e7b4a5f8c6d0e1f2a3b4c5d9", "the API key")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: the environment variable --api-key-env names (the API \
+key) is not set or empty
     """
     if not _ENV_NAME.fullmatch(var):
         raise ConfigurationError(f"{flag} takes the name of an environment variable (letters, "
@@ -291,7 +302,11 @@ in case it is a secret
                                  "shown, in case it is a secret")
     value = os.environ.get(var, "").strip()
     if not value:
-        raise ConfigurationError(f"environment variable {var} ({what}) is not set or empty")
+        # A variable's name is shown as given when it reads as one (upper case, or no digits);
+        # a string of letters and digits in mixed or lower case may be a key given in its place.
+        named = f"environment variable {var}" if var.isupper() or not any(
+            c.isdigit() for c in var) else f"the environment variable {flag} names"
+        raise ConfigurationError(f"{named} ({what}) is not set or empty")
     return value
 
 

@@ -135,6 +135,12 @@ def test_an_env_flag_naming_an_unset_variable_says_which(
     assert main(argv) == 2
     assert "environment variable GTK_TEST_KEY_TYPO (the API key) is not set or empty" in \
         capsys.readouterr().err
+    hex_key = "a3f9c1d2e7b4a5f8c6d0e1f2a3b4c5d9"  # an OpenCage-style key in place of a name
+    argv[argv.index("GTK_TEST_KEY_TYPO")] = hex_key
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "the environment variable --api-key-env names (the API key) is not set" in err
+    assert hex_key not in err
     assert sim.requests == []
 
 
