@@ -359,9 +359,17 @@ def stage_names(providers: Sequence[Provider]) -> list[str]:
     ['nominatim@10.0.0.1', 'nominatim@nominatim.openstreetmap.org']
     >>> stage_names([Photon(), Nominatim(user_agent=ua)])
     ['photon', 'nominatim']
+
+    Two providers of the same name on the same host (one API, two keys: the second takes
+    the rows left when the first one's quota runs out) are told apart by their place:
+
+    >>> stage_names([Nominatim(user_agent=ua), Nominatim(user_agent=ua), Photon()])
+    ['nominatim@nominatim.openstreetmap.org#1', 'nominatim@nominatim.openstreetmap.org#2', 'photon']
     """
     names = [p.name for p in providers]
-    return [f"{p.name}@{p.host}" if names.count(p.name) > 1 else p.name for p in providers]
+    hosted = [f"{p.name}@{p.host}" if names.count(p.name) > 1 else p.name for p in providers]
+    return [f"{label}#{hosted[:i].count(label) + 1}" if hosted.count(label) > 1 else label
+            for i, label in enumerate(hosted)]
 
 
 def _why(outcome: Outcome) -> str:

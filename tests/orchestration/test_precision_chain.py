@@ -185,6 +185,14 @@ def test_a_provider_whose_quota_runs_out_hands_its_rows_to_the_next_one() -> Non
         assert (tally.done, tally.passed_on, tally.matched) == (8, 5, 8)
         finished = [e for e in events if isinstance(e, BatchFinished)]
         assert len(finished) == 1 and finished[0].error is None
+    # one API, two keys: the second takes what the first one's quota left
+    with ProviderSimulator(daily_cap=5) as sim:
+        keys = [Nominatim(sim.url, user_agent=AGENT, api_key=k, rate=100) for k in ("k-1", "k-2")]
+        out = run(frame(addresses), provider=keys, concurrency=1)
+        label = f"nominatim@{sim.url[7:]}"
+        assert list(out["geocode_status"]) == ["matched"] * 8
+        assert list(out["geocode_provider"]) == [f"{label}#1"] * 5 + [f"{label}#2"] * 3
+        assert [r.key for r in sim.requests] == ["k-1"] * 6 + ["k-2"] * 3  # the 6th: a 402
     # the last provider's quota still ends the run: nobody is left to take the rows
     with ProviderSimulator(daily_cap=3) as capped, ProviderSimulator(daily_cap=2) as last:
         chain = [Nominatim(capped.url, user_agent=AGENT, rate=100),
