@@ -66,10 +66,21 @@ def _feature_ids(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _index_as_columns(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with an index that carries ids (named, or not integers) as its first
-    columns, as GeoDataFrame.to_file does: a layer has no index of its own."""
-    if list(frame.index.names) != [None] or not pd.api.types.is_integer_dtype(frame.index.dtype):
-        return frame.reset_index()
-    return frame
+    columns, as GeoDataFrame.to_file does: a layer has no index of its own. A level named
+    as a column already is (in any case: GeoPackage is SQLite) is written as
+    ``<name>_index``, not refused after the whole run."""
+    if list(frame.index.names) == [None] and pd.api.types.is_integer_dtype(frame.index.dtype):
+        return frame
+    taken = {str(c).casefold() for c in frame.columns}
+    names = []
+    for position, name in enumerate(frame.index.names):
+        label = "index" if name is None and frame.index.nlevels == 1 else (
+            f"level_{position}" if name is None else str(name))
+        while label.casefold() in taken:
+            label = f"{label}_index"
+        taken.add(label.casefold())
+        names.append(label)
+    return frame.rename_axis(names).reset_index()
 
 
 def _letters_layer(letters: pd.DataFrame) -> pd.DataFrame:

@@ -79,6 +79,15 @@ def test_an_index_that_carries_ids_is_in_both_layers_of_a_geopackage(
             i if isinstance(i, tuple) else (i,) for i in own.index]
 
 
+def test_an_index_named_as_a_column_is_written_beside_it(tmp_path: Path) -> None:
+    result = _result().rename_axis("Address")  # a column is named 'address'
+    target = tmp_path / "out.gpkg"
+    assert write_results(result, target) == (2, 2)
+    rows = pyogrio.read_dataframe(target, layer="geocoded", read_geometry=False)
+    assert list(rows["Address_index"]) == [30, 40]
+    assert list(rows["address"]) == ["Städtle 38, Vaduz", "Zollstrasse 2"]
+
+
 @pytest.mark.parametrize("name", ["out.csv", "out", "out.shp"])
 def test_an_unknown_suffix_is_a_configuration_error(tmp_path: Path, name: str) -> None:
     with pytest.raises(ConfigurationError, match=r"\.gpkg, \.parquet, \.geoparquet"):
