@@ -156,10 +156,11 @@ class Batches:
         outcomes, sent, why = await self._batch(part, attempts)
         if outcomes is not None:
             answered = list(zip(part, outcomes, strict=True))
+            left_out = [item for item, outcome in answered if _missing(outcome)]
             await self.keep([(key, self.engine._tidy(outcome, carried + sent))
                              for (key, _), outcome in answered if not _missing(outcome)])
-            for item, _ in (pair for pair in answered if _missing(pair[1])):
-                await self._settle([item], attempts, carried + sent)  # alone: its own answer
+            for item in left_out:  # alone, through the single endpoint: its own answer
+                await self._settle([item], attempts, carried + sent)
             return
         log.info("%s batch of %d failed as a whole (%s): split in halves", self.engine.provider.name,
                  len(part), why)

@@ -129,6 +129,9 @@ class Engine:
         self.sample_seconds = sample_seconds
         self._progress: ProgressSink | None = None
         self._error: BaseException | None = None
+        self._hand_off: tuple[type[BaseException], ...] = ()
+        #: The indices (in ``run``'s items) of the rows the last run handed off (see ``run``).
+        self.handed_off: list[int] = []
         self._client: httpx.AsyncClient
         self.pacer = self._new_pacer()
         self.circuit = Circuit(self.pacer, failures=settings.circuit_failures,
@@ -162,8 +165,7 @@ class Engine:
         indices in ``items`` are :attr:`handed_off`.
         """
         self._progress = progress
-        self._hand_off = hand_off
-        self.handed_off: list[int] = []
+        self._hand_off, self.handed_off = hand_off, []
         http.warm_up()  # before the first slot, not between a slot and its send
         async with http.make_client(concurrency=self.settings.concurrency,
                                     timeout=self.settings.timeout,

@@ -83,12 +83,14 @@ def _index_as_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.rename_axis(names).reset_index()
 
 
-def _letters_layer(letters: pd.DataFrame) -> pd.DataFrame:
-    """The dead letters as GDAL takes them: a reverse result's keep their input geometry."""
-    if isinstance(letters, gpd.GeoDataFrame):
-        name = letters.geometry.name
-        return gpd.GeoDataFrame(_feature_ids(_plain(letters)), geometry=name, crs=letters.crs)
-    return _feature_ids(_plain(letters))
+def _layer(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows as GDAL takes them: an index that carries ids as columns, text columns,
+    whole-number feature ids, and the frame's geometry where it has one (the matched
+    rows; a reverse result's dead letters keep their input geometry)."""
+    rows = _feature_ids(_plain(_index_as_columns(frame)))
+    if isinstance(frame, gpd.GeoDataFrame):
+        return gpd.GeoDataFrame(rows, geometry=frame.geometry.name, crs=frame.crs)
+    return rows
 
 
 #: What a writer raises for a frame or a place it cannot write (a column type the format
@@ -132,13 +134,11 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     matched = result[result["geocode_status"] == "matched"]
     letters = dead_letters(result)
     with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
-        geocoded = gpd.GeoDataFrame(_feature_ids(_plain(_index_as_columns(matched))),
-                                    geometry="geometry", crs=result.crs)
+        geocoded = gpd.GeoDataFrame(_layer(matched), geometry="geometry", crs=result.crs)
         pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
                                 layer_options=_LAYER_OPTIONS)
-        pyogrio.write_dataframe(_letters_layer(_index_as_columns(letters)), partial,
-                                layer="dead_letters", driver="GPKG", append=False,
-                                layer_options=_LAYER_OPTIONS)
+        pyogrio.write_dataframe(_layer(letters), partial, layer="dead_letters", driver="GPKG",
+                                append=False, layer_options=_LAYER_OPTIONS)
     return len(matched), len(letters)
 
 

@@ -14,6 +14,7 @@ a CRS the file lacks.
 
 from __future__ import annotations
 
+import csv
 import os
 import warnings
 from pathlib import Path
@@ -103,8 +104,9 @@ def read_csv_text(path: Path) -> pd.DataFrame:
     try:
         with open(path, "rb") as file:
             first = file.readline(1 << 16)
-        sep = csv_delimiter(first.decode("utf-8-sig", errors="replace").rstrip("\r\n"))
-        _check_header(path, sep)
+        header = first.decode("utf-8-sig", errors="replace").rstrip("\r\n")
+        sep = csv_delimiter(header)
+        _check_header(path, header, sep)
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
             return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
@@ -132,10 +134,10 @@ def _parse_problem(exc: Exception, sep: str) -> str:
     return f"{detail}; put a cell that holds the delimiter {sep!r} in double quotes"
 
 
-def _check_header(path: Path, sep: str) -> None:
-    """Refuse a header that names a column twice (pandas would rename the second)."""
-    names = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
-                        encoding="utf-8-sig", index_col=False).iloc[0].tolist()
+def _check_header(path: Path, header: str, sep: str) -> None:
+    """Refuse a ``header`` (the file's first line) that names a column twice (pandas would
+    rename the second)."""
+    names = next(csv.reader([header], delimiter=sep), [])
     twice = sorted({n for n in names if names.count(n) > 1 and n != ""})
     if twice:
         raise ConfigurationError(

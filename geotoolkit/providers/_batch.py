@@ -14,10 +14,7 @@ from geotoolkit.errors import QueryError
 from geotoolkit.providers.protocol import MISSING_FROM_BATCH
 from geotoolkit.results import Failure, Outcome, Query, ReverseQuery
 
-__all__ = ["MISSING", "Item", "plan", "settle"]
-
-#: The reason of a query the batch answer does not account for.
-MISSING = MISSING_FROM_BATCH
+__all__ = ["Item", "plan", "settle"]
 
 #: A query to send and its position in the caller's sequence.
 Item = tuple[int, Query | ReverseQuery]
@@ -63,6 +60,7 @@ def settle(count: int, refused: Mapping[int, Failure], found: Mapping[int, Outco
     for position in range(count):
         outcome = refused.get(position) or whole or found.get(position)
         if outcome is None:
-            outcome = Failure(reason=MISSING, error="ProviderResponseError", provider=provider)
+            outcome = Failure(reason=MISSING_FROM_BATCH, error="ProviderResponseError",
+                              provider=provider)
         outcomes.append(outcome)
     return outcomes
