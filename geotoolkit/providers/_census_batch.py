@@ -24,6 +24,7 @@ from geotoolkit.providers.base import (
     check_query,
     check_user_agent,
     raise_for_status,
+    redirected,
     safe_text,
 )
 from geotoolkit.providers.precision import precision_of
@@ -156,6 +157,9 @@ class CensusBatch:
     def parse_batch_response(self, response: httpx.Response) -> dict[str, Outcome]:
         """Outcomes by id from the CSV answer (``Match`` / ``No_Match`` / ``Tie``)."""
         raise_for_status(response, self.name)
+        if 300 <= response.status_code < 400:  # not the answer, whatever its body holds
+            raise QueryError(redirected(response, self.name).reason, provider=self.name,
+                             status_code=response.status_code)
         if response.status_code >= 400:
             text = response.content.decode("utf-8", errors="replace")
             raise QueryError(f"census refused the batch (HTTP {response.status_code}): "

@@ -108,3 +108,10 @@ def test_a_refused_batch_raises() -> None:
         BATCH.parse_batch_response(httpx.Response(400, text="File has more than 10000 records"))
     with pytest.raises(RateLimitError):
         BATCH.parse_batch_response(httpx.Response(503, headers={"Retry-After": "10"}))
+
+
+def test_a_redirect_is_not_the_answer_whatever_its_body() -> None:
+    moved = httpx.Response(301, headers={"Location": "https://geo.example/batch?key=k"},
+                           text='"1","x","No_Match"\n')
+    with pytest.raises(QueryError, match=r"redirect \(HTTP 301\) to https://geo.example/batch,"):
+        BATCH.parse_batch_response(moved)
