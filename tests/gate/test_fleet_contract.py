@@ -266,15 +266,18 @@ def test_a_429_cuts_by_what_the_successes_since_the_fleet_resumed_show(store: An
     gate = store.open()
     gate.aimd = Aimd(decrease=0.5, hold_seconds=0.0)
     calm, busy = gate_key(host), gate_key(host, "other")
-    # Answers seen since the window began (``at`` before it counts at its start): a fleet
-    # past its first second, whose count is read (see test_strategy for the first second).
-    gate.record(calm, Report(200, 200, at=0.0))  # 200 since it resumed: just over, or jitter
+    # Answers seen since the window began: a fleet past its first second, whose count is
+    # read (see test_strategy for the first second). Seen half a window ago on the store's
+    # clock (the real one here), not at the window's first bucket: a second that ends
+    # between this call and the 429 would drop that bucket, and the fleet would read cold.
+    earlier = time.time() - WINDOW_SECONDS / 2
+    gate.record(calm, Report(200, 200, at=earlier))  # 200 since it resumed: just over, or jitter
     gate.pause(calm, 0.0, rate_limited=True)
     assert gate.stats(calm).rate_factor == pytest.approx(0.98)  # the least cut: 2 %
     # Refused after 5, the first of them the burst's (it drained before): the limit is
     # about 3/4 of the pace.
     paced(gate, busy)
-    gate.record(busy, Report(1, at=0.0))  # sent since the window began: past its first second
+    gate.record(busy, Report(1, at=earlier))  # sent since the window began: past its first second
     gate.record(busy, Report(5, 5))
     gate.pause(busy, 0.0, rate_limited=True)
     assert gate.stats(busy).rate_factor == pytest.approx(0.75)
