@@ -31,6 +31,7 @@ __all__ = [
     "CREDIT_SECONDS",
     "DISCOVERED",
     "DISCOVERED_TTL_SECONDS",
+    "DISCOVER_HEADROOM",
     "DISCOVER_MAX_RATE",
     "OK",
     "SETTLE_SECONDS",
@@ -79,6 +80,16 @@ DISCOVERED = "rate"
 DISCOVERED_TTL_SECONDS = 30 * 86_400.0
 #: The highest rate discovery climbs to, requests per second.
 DISCOVER_MAX_RATE = 1000.0
+#: Discovering, the rate grows to at most this multiple of the best pace the fleet was
+#: answered at (two whole seconds in the stats window): a fleet that cannot use a rate (a
+#: server slower than it, too few workers) has not shown it is allowed, and grown on, the
+#: gate would remember it and hand it to the next, bigger fleet on the key (measured: four
+#: in flight on a real Nominatim answered 30/s while the rate grew to 324/s), as a
+#: congestion window is not grown while the sender does not use it (RFC 7661). Four times,
+#: not twice: a fleet that does keep up is answered well under its growing rate (slots are
+#: reserved a few ahead at the pace before; four processes refused at 8.8/s were answered
+#: at 4.6/s), and at twice the cap slowed its search (tests/engine/test_fleet.py).
+DISCOVER_HEADROOM = 4.0
 #: Heartbeats are shared values named ``WORKER + worker id``.
 WORKER = "worker:"
 

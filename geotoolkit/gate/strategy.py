@@ -58,6 +58,7 @@ from geotoolkit.gate.fleet import (
     AIMD_TTL_SECONDS,
     BUCKET_SECONDS,
     CAP_KEEP_SECONDS,
+    DISCOVER_HEADROOM,
     DISCOVER_MAX_RATE,
     DISCOVERED,
     DISCOVERED_TTL_SECONDS,
@@ -185,6 +186,9 @@ class FleetGate:
         self._known: dict[tuple[str, str], _Known] = {}
         #: Per key, the interval last reserved with and whether the fleet discovers its rate.
         self._paces: dict[str, tuple[float, bool]] = {}
+        #: Per key, the best pace the fleet was answered at, successes/s (``best_pace``),
+        #: as the last stats read showed it.
+        self._answered: dict[str, float] = {}
         #: Whether its 429 events are logged (``geotoolkit.gate`` at DEBUG): not while it
         #: only shadows another gate (``FallbackGate``'s local one while the store is up).
         self.log_events = True
@@ -250,7 +254,14 @@ class FleetGate:
         if known is None or report is None or report.successes <= 0:
             return []
         text, state = known
-        top = DISCOVER_MAX_RATE if self._discovering(key) else 1.0
+        top = 1.0
+        if self._discovering(key):
+            with self._lock:
+                answered = self._answered.get(key, 0.0)
+            # No further than twice what the fleet was answered at (none yet: no reading).
+            top = DISCOVER_MAX_RATE
+            if answered > 0:
+                top = min(top, max(state.factor, DISCOVER_HEADROOM * answered))
         new = state.credited(self._now(), report.successes, self.aimd, top, seen_at=report.at)
         return [] if new == state else [self._swap(key, text, new)]
 
@@ -578,6 +589,8 @@ class FleetGate:
         factor = self._learn(key, values, AIMD)[1].factor
         learned = self._learn(key, values, DISCOVERED)[1].factor if DISCOVERED in values else None
         window, requests, successes, throttled = window_totals(state.now, counters)
+        with self._lock:
+            self._answered[key] = best_pace(state.now, None, counters)
         running = state.pause_until > state.now
         return FleetStats(
             now=state.now, window_seconds=window, requests=requests, successes=successes,

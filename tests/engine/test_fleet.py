@@ -607,3 +607,28 @@ def test_a_server_that_keeps_refusing_with_retry_after_1_gets_fleet_pauses_that_
     assert min(rate for _, rate in rates) >= 5.0
     assert log[-1] < 60.0
 
+
+
+def test_discovering_a_server_slower_than_the_rate_the_rate_grows_no_further_than_4x_its_pace(
+) -> None:
+    """No rate given, a server with no limit that answers each request in 0.5 s: four in
+    flight are 8 answers a second, whatever the rate allowed. The discovered rate grows
+    while the fleet keeps up with it, and no further than four times the pace it is
+    answered at (``DISCOVER_HEADROOM``; before, it grew to 1000/s): a fleet that cannot use
+    a rate has not shown it is allowed, and grown on, the gate would remember it and hand
+    it to the next, bigger fleet on the key."""
+    clock = FakeClock(start=1_000_000.0)
+    seen: list[float] = []
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        seen.append(clock.now())
+        await clock.sleep(0.5)
+        return httpx.Response(200, json=MATCH)
+
+    gate = MemoryGate(clock=clock)
+    outcomes = asyncio.run(engine(clock, slow, gate, rate=None).run(queries(600)))
+    assert all(o.status == "matched" for o in outcomes)
+    pace = (len(seen) - 1) / (seen[-1] - seen[0])
+    assert 7.0 <= pace <= 8.0  # four in flight, 0.5 s each: the server's pace, not the gate's
+    learned = gate.stats(Nominatim("http://sim.test", user_agent="x/1").gate_key).learned_rate
+    assert learned is not None and 8.0 <= learned <= 4.0 * 8.0
