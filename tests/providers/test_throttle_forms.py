@@ -1,0 +1,59 @@
+"""A provider's throttle in the form the real API sends it, answered over loopback: the
+fleet reads it as a 429 (paused, paced down, never a row's failure), whatever shape it
+takes (a status in a 200, rate headers about another quota, a header sent twice)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+
+from geotoolkit import FakeClock, Match, MemoryGate, Query, RatePolicy
+from geotoolkit.engine import Engine
+from geotoolkit.errors import RateLimitError
+from geotoolkit.progress import Event, Throttled
+from geotoolkit.providers import Google, Here
+from geotoolkit.testing import ProviderSimulator
+
+from .provider_support import load, make, response_of
+
+KEY = "sk-sim-0123456789"
+ADDRESSES = [Query(text=f"Landstrasse {n}, 9490 Vaduz") for n in range(1, 4)]
+
+
+def run_throttled(factory: Any) -> tuple[list[Any], list[Throttled], int, float]:
+    """Three queries at 5/s against a key the simulator lets send two per 10 s, refused
+    without a hint (Google never gives one): the outcomes, the throttles, the refusals
+    the simulator counted and the fleet's rate factor after the run."""
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+    events: list[Event] = []
+    with ProviderSimulator(clock=clock.now) as sim:
+        sim.configure(rate_limit=0.2, window_seconds=10.0, retry_after="missing")
+        provider = factory(sim.url, api_key=KEY)
+        engine = Engine(provider, gate=gate, rate=RatePolicy(rate=5.0), clock=clock, concurrency=1,
+                        rng=random.Random(3))
+        outcomes = asyncio.run(engine.run(ADDRESSES, events.append))
+        refused = sim.count(outcome="rate_limited")
+    throttles = [e for e in events if isinstance(e, Throttled)]
+    return outcomes, throttles, refused, gate.stats(provider.gate_key).rate_factor
+
+
+def test_an_in_body_throttle_paces_the_fleet_down_as_a_429_does() -> None:
+    """Google says OVER_QUERY_LIMIT in an HTTP 200 where HERE answers 429: the fleet must
+    do the same with both (its pace cut, the same refusals), not retry at the refused
+    pace as after a 503 (a 503 says nothing of the pace)."""
+    google, here = run_throttled(Google), run_throttled(Here)
+    for outcomes, throttles, refused, factor in (google, here):
+        assert all(isinstance(o, Match) for o in outcomes)
+        assert refused == len(throttles) and {t.status_code for t in throttles} == {429}
+        assert factor < 1.0  # the pace was cut
+    assert google[2] == here[2]
+
+
+def test_google_over_query_limit_is_its_429() -> None:
+    with pytest.raises(RateLimitError) as caught:
+        make("google").parse_response(ADDRESSES[0], response_of(load("google", "rate_limited")))
+    assert caught.value.status_code == 429 and caught.value.retry_after is None
