@@ -234,6 +234,11 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
       others): delta-seconds, or a Unix time when the value is at least ``1e9`` (then
       measured from ``now``: ideally the response's ``Date``; else the current time).
 
+    A ``*-Reset`` whose own ``*-Remaining`` (``X-RateLimit-Remaining`` beside
+    ``X-RateLimit-Reset``...) says requests remain is skipped: it is the reset of a quota
+    that is not spent (OpenCage's free trial sends its day's quota so, resetting at
+    midnight, on a 429 for requests sent too quickly), not what the refusal awaits.
+
     Never raises; the answer is in ``[0, 1e9]`` (a reset in the past gives ``0.0``), and
     callers clamp further, as for ``Retry-After``. ``headers`` is any mapping; names are
     matched in any case.
@@ -249,6 +254,8 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
     (7.0, None)
     >>> parse_rate_limit_reset({"X-RateLimit-Reset": "soon"}) is None
     True
+    >>> parse_rate_limit_reset({"X-RateLimit-Remaining": "2412", "X-RateLimit-Reset": "43200"}) is None
+    True
     """
     try:
         lowered = {str(k).lower(): str(v) for k, v in headers.items()}
@@ -258,10 +265,11 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
         found = _ietf_reset(lowered["ratelimit"])
         if found is not None:
             return min(found, _MAX_SECONDS)
-    for name in ("ratelimit-reset", "x-ratelimit-reset", "x-rate-limit-reset"):
-        seconds = _reset_seconds(lowered.get(name))
-        if seconds is None:
-            continue
+    for family in ("ratelimit", "x-ratelimit", "x-rate-limit"):
+        seconds = _reset_seconds(lowered.get(f"{family}-reset"))
+        remaining = _reset_seconds(lowered.get(f"{family}-remaining"))
+        if seconds is None or (remaining is not None and remaining > 0):
+            continue  # no reset, or that of a quota not spent: not what this refusal awaits
         if seconds >= _UNIX_TIME_FROM:
             reference = _reference(now)
             if reference is None:

@@ -59,6 +59,38 @@ def test_what_does_not_say_a_reset_gives_none(headers: dict[str, str]) -> None:
     assert parse_rate_limit_reset(headers, now=NOW) is None
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        # OpenCage's free trial: the day's quota (2,500), far from spent, resetting at midnight
+        # UTC; a 429 then means "too quickly", and that midnight is not when to retry
+        {"X-RateLimit-Limit": "2500", "X-RateLimit-Remaining": "2412",
+         "X-RateLimit-Reset": str(EPOCH + 43_200)},
+        {"X-Rate-Limit-Remaining": "7", "X-Rate-Limit-Reset": "60"},
+        {"RateLimit-Remaining": "1", "RateLimit-Reset": "60"},
+        {"x-ratelimit-remaining": " 3 ", "x-ratelimit-reset": "60"},
+    ],
+)
+def test_a_reset_of_a_quota_not_spent_is_not_the_wait(headers: dict[str, str]) -> None:
+    assert parse_rate_limit_reset(headers, now=NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(EPOCH + 42)}, 42.0),
+        ({"X-RateLimit-Remaining": "soon", "X-RateLimit-Reset": "9"}, 9.0),  # unreadable: no say
+        ({"X-RateLimit-Remaining": "-1", "X-RateLimit-Reset": "9"}, 9.0),  # overdrawn: spent
+        # one family's remaining says nothing of another's reset
+        ({"X-RateLimit-Remaining": "5", "X-Rate-Limit-Reset": "8"}, 8.0),
+        ({"RateLimit-Remaining": "5", "RateLimit-Reset": "60", "X-RateLimit-Reset": "4"}, 4.0),
+    ],
+)
+def test_a_reset_of_a_spent_or_unsaid_quota_is_the_wait(headers: dict[str, str],
+                                                        seconds: float) -> None:
+    assert parse_rate_limit_reset(headers, now=NOW) == seconds
+
+
 def test_a_unix_time_is_measured_from_the_responses_date_not_the_local_clock() -> None:
     long_ago = datetime(2001, 9, 10, tzinfo=UTC)
     reset = str(int(long_ago.timestamp()) + 30)

@@ -5,7 +5,12 @@ takes (a status in a 200, rate headers about another quota, a header sent twice)
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -14,7 +19,7 @@ from geotoolkit import FakeClock, Match, MemoryGate, Query, RatePolicy
 from geotoolkit.engine import Engine
 from geotoolkit.errors import RateLimitError
 from geotoolkit.progress import Event, Throttled
-from geotoolkit.providers import Google, Here
+from geotoolkit.providers import Google, Here, OpenCage
 from geotoolkit.testing import ProviderSimulator
 
 from .provider_support import load, make, response_of
@@ -57,3 +62,66 @@ def test_google_over_query_limit_is_its_429() -> None:
     with pytest.raises(RateLimitError) as caught:
         make("google").parse_response(ADDRESSES[0], response_of(load("google", "rate_limited")))
     assert caught.value.status_code == 429 and caught.value.retry_after is None
+
+
+class Scripted:
+    """A loopback server answering each GET with the next ``(status, headers, body)``, then
+    the last one again; the path and query are recorded."""
+
+    def __init__(self, answers: list[tuple[int, dict[str, str], bytes]]) -> None:
+        self.answers, self.seen = answers, []
+        script = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                script.seen.append(self.path)
+                status, headers, body = script.answers[min(len(script.seen), len(script.answers)) - 1]
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Scripted:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def opencage_trial_429() -> Iterator[Scripted]:
+    """OpenCage's free trial requested too quickly: 429 and its body, with the trial's
+    X-RateLimit trio about the day's quota (2,500, most of it left, resetting at midnight
+    UTC, half a day away), then its answer."""
+    throttled = load("opencage", "rate_limited")["json"]
+    match = load("opencage", "match")["json"]
+    trio = {"X-RateLimit-Limit": "2500", "X-RateLimit-Remaining": "2412",
+            "X-RateLimit-Reset": str(int(time.time()) + 43_200)}
+    json_type = {"Content-Type": "application/json; charset=utf-8"}
+    with Scripted([(429, {**json_type, **trio}, json.dumps(throttled).encode()),
+                   (200, {**json_type, **trio}, json.dumps(match).encode())]) as server:
+        yield server
+
+
+def test_a_429_for_speed_does_not_wait_for_the_days_quota_to_reset(
+        opencage_trial_429: Scripted) -> None:
+    """The reset of a quota that is not spent is not when to retry: the 429 was about the
+    pace, so the wait is the backoff's, not the five minutes the cap allows."""
+    clock = FakeClock(start=0.0)
+    events: list[Event] = []
+    engine = Engine(OpenCage(opencage_trial_429.url, api_key=KEY), gate=MemoryGate(clock=clock),
+                    rate=RatePolicy(rate=1.0), clock=clock, concurrency=1, rng=random.Random(3))
+    outcomes = asyncio.run(engine.run(ADDRESSES[:1], events.append))
+    assert isinstance(outcomes[0], Match) and len(opencage_trial_429.seen) == 2
+    throttle, = (e for e in events if isinstance(e, Throttled))
+    assert (throttle.status_code, throttle.cause, throttle.retry_after) == (429, "backoff", None)
