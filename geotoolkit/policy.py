@@ -148,6 +148,10 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 
     Impossible dates (30 Feb, 25:00, ``+2400``) and trailing text give ``None``.
 
+    The header sent twice (a proxy adding its own), which HTTP clients join with a
+    comma (``30, 30``), gives the longest of its waits when every item is one (up to
+    20 items); a list with any other item gives ``None``.
+
     Parameters
     ----------
     value
@@ -171,9 +175,41 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     1000000000.0
     >>> parse_retry_after("1.5") is None
     True
+    >>> parse_retry_after("30, 30")
+    30.0
     """
     if not isinstance(value, str):
         return None
+    single = _one_retry_after(value, now)
+    if single is not None or "," not in value:
+        return single
+    items = _list_items(value)  # the header sent twice, joined: "30, 30"
+    waits = [_one_retry_after(item, now) for item in items[:_MAX_ITEMS + 1]]
+    if len(waits) > _MAX_ITEMS or None in waits:
+        return None
+    return max(w for w in waits if w is not None)
+
+
+#: A ``Retry-After`` list longer than this is no header sent twice: not a wait.
+_MAX_ITEMS = 20
+_DAY_NAMES = frozenset(_DAYS + tuple(d[:3] for d in _DAYS))
+
+
+def _list_items(value: str) -> list[str]:
+    """A comma-joined field value's items; the comma after a day name (``Sun, 06 Nov``)
+    is part of its date, not a separator."""
+    parts = value.split(",")
+    items: list[str] = []
+    for part in parts:
+        if items and items[-1].strip(" \t").lower() in _DAY_NAMES:
+            items[-1] += "," + part
+        else:
+            items.append(part)
+    return items
+
+
+def _one_retry_after(value: str, now: datetime | None) -> float | None:
+    """One ``Retry-After`` value (no list) as ``parse_retry_after`` reads it."""
     text = value.strip(" \t\r\n")
     if _DELAY.fullmatch(text):
         digits = text.lstrip("0")

@@ -19,7 +19,7 @@ from geotoolkit import FakeClock, Match, MemoryGate, Query, RatePolicy
 from geotoolkit.engine import Engine
 from geotoolkit.errors import RateLimitError
 from geotoolkit.progress import Event, Throttled
-from geotoolkit.providers import Google, Here, OpenCage
+from geotoolkit.providers import Google, Here, Nominatim, OpenCage
 from geotoolkit.testing import ProviderSimulator
 
 from .provider_support import load, make, response_of
@@ -68,7 +68,8 @@ class Scripted:
     """A loopback server answering each GET with the next ``(status, headers, body)``, then
     the last one again; the path and query are recorded."""
 
-    def __init__(self, answers: list[tuple[int, dict[str, str], bytes]]) -> None:
+    def __init__(self, answers: list[tuple[int, dict[str, str] | list[tuple[str, str]], bytes]]
+                 ) -> None:
         self.answers, self.seen = answers, []
         script = self
 
@@ -77,7 +78,7 @@ class Scripted:
                 script.seen.append(self.path)
                 status, headers, body = script.answers[min(len(script.seen), len(script.answers)) - 1]
                 self.send_response(status)
-                for name, value in headers.items():
+                for name, value in headers.items() if isinstance(headers, dict) else headers:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -125,3 +126,23 @@ def test_a_429_for_speed_does_not_wait_for_the_days_quota_to_reset(
     assert isinstance(outcomes[0], Match) and len(opencage_trial_429.seen) == 2
     throttle, = (e for e in events if isinstance(e, Throttled))
     assert (throttle.status_code, throttle.cause, throttle.retry_after) == (429, "backoff", None)
+
+
+def test_retry_after_sent_twice_is_honoured() -> None:
+    """``Retry-After: 30`` twice (a proxy adding its own to the server's): httpx joins them
+    as ``30, 30``, still a wait of 30 s, not a header to ignore (then a bare backoff)."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    json_type = ("Content-Type", "application/json; charset=utf-8")
+    twice = [json_type, ("Retry-After", "30"), ("Retry-After", "30")]
+    with Scripted([(429, twice, b"<html>Too Many Requests</html>"), (200, [json_type], match)]
+                  ) as server:
+        clock = FakeClock(start=0.0)
+        events: list[Event] = []
+        engine = Engine(Nominatim(server.url, user_agent="geotoolkit-tests/1.0 (tests@example.org)"),
+                        gate=MemoryGate(clock=clock), rate=RatePolicy(rate=1.0), clock=clock,
+                        concurrency=1, rng=random.Random(3))
+        outcomes = asyncio.run(engine.run(ADDRESSES[:1], events.append))
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    throttle, = (e for e in events if isinstance(e, Throttled))
+    assert (throttle.cause, throttle.retry_after) == ("retry-after", 30.0)
+    assert throttle.wait_seconds >= 30.0
