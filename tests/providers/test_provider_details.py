@@ -6,10 +6,10 @@ import httpx
 import pytest
 
 from geotoolkit import Failure, NoMatch, Query
-from geotoolkit.errors import QuotaExceededError, RateLimitError
+from geotoolkit.errors import AuthenticationError, QuotaExceededError, RateLimitError
 from geotoolkit.providers import ArcGIS, Geonorge, Mapbox, Pelias
 
-from .provider_support import SECRET, make
+from .provider_support import SECRET, load, make, response_of
 
 OSLO = Query(housenumber="1", street="Karl Johans gate", city="Oslo", postalcode="0154",
              country="NO")
@@ -148,3 +148,36 @@ def test_photon_label_from_properties() -> None:
         "properties": {"name": "Slottet", "city": "Oslo", "postcode": "0010", "country": "Norway"}}]}
     outcome = make("photon").parse_response(TEXT, httpx.Response(200, json=body))
     assert outcome.label == "Slottet, 0010 Oslo, Norway"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("name", "case", "words"),
+    [
+        # OpenCage asks libraries to show status.message: a disabled key, a rejected IP and a
+        # spent quota are all 401-403 or 402 and need different fixes
+        ("opencage", "forbidden", "API key disabled"),
+        ("opencage", "quota", "quota exceeded"),
+        ("opencage", "unauthorized", "invalid API key"),
+        # LocationIQ: "Invalid key", "Key not active", "Service not enabled", "Access restricted"
+        ("locationiq", "invalid_key", "Invalid key"),
+        ("here", "unauthorized", "apiKey invalid. apiKey not found."),
+        ("mapbox", "unauthorized", "Not Authorized - Invalid Token"),
+        ("pelias", "unauthorized", "invalid api_key"),
+        # Nominatim's ban page (HTML): the block, not a key, is what stopped the run
+        ("nominatim", "forbidden", "Access blocked: you have been blocked for violating the usage policy"),
+    ],
+)
+def test_what_stops_the_run_carries_the_providers_own_words(name: str, case: str, words: str) -> None:
+    with pytest.raises((AuthenticationError, QuotaExceededError)) as caught:
+        make(name).parse_response(TEXT, response_of(load(name, case)))
+    assert words in str(caught.value) and SECRET not in str(caught.value)
+    assert "<" not in str(caught.value)  # no markup
+
+
+def test_the_providers_words_are_redacted_and_capped() -> None:
+    echoed = httpx.Response(403, json={"status": {"code": 403, "message": f"key {SECRET} disabled "
+                                                                          + "x" * 5000}})
+    with pytest.raises(AuthenticationError) as caught:
+        make("opencage").parse_response(TEXT, echoed)
+    assert SECRET not in str(caught.value) and "key *** disabled" in str(caught.value)
+    assert len(str(caught.value)) < 400

@@ -1,6 +1,7 @@
-"""A provider's throttle in the form the real API sends it, answered over loopback: the
-fleet reads it as a 429 (paused, paced down, never a row's failure), whatever shape it
-takes (a status in a 200, rate headers about another quota, a header sent twice)."""
+"""Answers in the form the real APIs send them, over loopback. A throttle is read as a
+429 (paused, paced down, never a row's failure) whatever shape it takes (a status in a
+200, rate headers about another quota, a header sent twice); what stops the run says
+why, in the provider's words."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from geotoolkit import FakeClock, Match, MemoryGate, Query, RatePolicy
 from geotoolkit.engine import Engine
-from geotoolkit.errors import RateLimitError
+from geotoolkit.errors import AuthenticationError, RateLimitError
 from geotoolkit.progress import Event, Throttled
 from geotoolkit.providers import Google, Here, Nominatim, OpenCage
 from geotoolkit.testing import ProviderSimulator
@@ -146,3 +147,21 @@ def test_retry_after_sent_twice_is_honoured() -> None:
     throttle, = (e for e in events if isinstance(e, Throttled))
     assert (throttle.cause, throttle.retry_after) == ("retry-after", 30.0)
     assert throttle.wait_seconds >= 30.0
+
+
+def test_a_refusal_that_stops_the_run_says_why() -> None:
+    """OpenCage's 403 for a key restricted to other IP addresses: the run stops, and says
+    so in OpenCage's words, not only "refused the credentials" (a disabled key, a rejected
+    IP and a wrong key are fixed differently); the key is in no message."""
+    body = {**load("opencage", "forbidden")["json"],
+            "status": {"code": 403, "message": "IP address rejected"}}
+    answer = (403, {"Content-Type": "application/json; charset=utf-8"}, json.dumps(body).encode())
+    with Scripted([answer]) as server:
+        clock = FakeClock(start=0.0)
+        engine = Engine(OpenCage(server.url, api_key=KEY), gate=MemoryGate(clock=clock),
+                        rate=RatePolicy(rate=1.0), clock=clock, concurrency=1, rng=random.Random(3))
+        with pytest.raises(AuthenticationError) as caught:
+            asyncio.run(engine.run(ADDRESSES))
+    assert len(server.seen) == 1 and KEY in server.seen[0]  # sent once, with its key
+    assert "HTTP 403" in str(caught.value) and "IP address rejected" in str(caught.value)
+    assert KEY not in str(caught.value)
