@@ -67,7 +67,7 @@ def test_google_over_query_limit_is_its_429() -> None:
 
 class Scripted:
     """A loopback server answering each GET with the next ``(status, headers, body)``, then
-    the last one again; the path and query are recorded."""
+    the last one again (header values sent as UTF-8); the path and query are recorded."""
 
     def __init__(self, answers: list[tuple[int, dict[str, str] | list[tuple[str, str]], bytes]]
                  ) -> None:
@@ -80,7 +80,7 @@ class Scripted:
                 status, headers, body = script.answers[min(len(script.seen), len(script.answers)) - 1]
                 self.send_response(status)
                 for name, value in headers.items() if isinstance(headers, dict) else headers:
-                    self.send_header(name, value)
+                    self.send_header(name, value.encode().decode("latin-1"))  # as UTF-8 bytes
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -165,3 +165,40 @@ def test_a_refusal_that_stops_the_run_says_why() -> None:
     assert len(server.seen) == 1 and KEY in server.seen[0]  # sent once, with its key
     assert "HTTP 403" in str(caught.value) and "IP address rejected" in str(caught.value)
     assert KEY not in str(caught.value)
+
+
+def nominatim_run(server: Scripted) -> tuple[list[Any], list[Throttled]]:
+    clock = FakeClock(start=0.0)
+    events: list[Event] = []
+    engine = Engine(Nominatim(server.url, user_agent="geotoolkit-tests/1.0 (tests@example.org)"),
+                    gate=MemoryGate(clock=clock), rate=RatePolicy(rate=1.0), clock=clock,
+                    concurrency=1, rng=random.Random(3))
+    outcomes = asyncio.run(engine.run(ADDRESSES[:1], events.append))
+    return outcomes, [e for e in events if isinstance(e, Throttled)]
+
+
+NON_ASCII = [("X-Served-By", "Kartverket sørvis"), ("Server", "nginx (ünïcode)")]
+
+
+def test_a_header_that_is_not_ascii_does_not_lose_the_answer() -> None:
+    """Servers do send Latin-1 or UTF-8 in a header (a server name, a note, a Location):
+    the answer is read, not the row failed with a UnicodeEncodeError before a request."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    with Scripted([(200, [("Content-Type", "application/json"), *NON_ASCII], match)]) as server:
+        outcomes, _ = nominatim_run(server)
+    assert isinstance(outcomes[0], Match)
+
+
+@pytest.mark.parametrize(("retry_after", "expected"), [
+    ("30", 30.0), ("\uff13\uff10", None), ("30 sekündlich", None)])  # full-width "30"
+def test_a_429_with_headers_that_are_not_ascii_is_still_a_throttle(
+        retry_after: str, expected: float | None) -> None:
+    """The 429 pauses and the row is answered after it, whatever else its headers hold;
+    a Retry-After that is not ASCII digits is no hint (a backoff), never a crash."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    throttled = [("Retry-After", retry_after), *NON_ASCII]
+    with Scripted([(429, throttled, b"<html>Too Many Requests</html>"),
+                   (200, [("Content-Type", "application/json")], match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    assert [t.retry_after for t in throttles] == [expected]
