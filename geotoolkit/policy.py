@@ -256,6 +256,23 @@ def _ietf_reset(value: str) -> float | None:
     return max(found) if found else None
 
 
+#: A member of the draft's 7th-revision dictionary: ``limit=100, remaining=0, reset=30``.
+_MEMBER = re.compile(r"([a-z][a-z0-9_.*-]*)[ \t]*=[ \t]*([^;,\s]+)", re.ASCII | re.IGNORECASE)
+
+
+def _dictionary_reset(value: str) -> float | None:
+    """``RateLimit: limit=100, remaining=0, reset=30``: ``reset``, unless ``remaining`` says
+    requests remain."""
+    members: dict[str, str] = {}
+    for member in value.split(","):
+        found = _MEMBER.fullmatch(member.strip(" \t"))
+        if found:
+            members[found[1].lower()] = found[2].strip('"')
+    reset = _reset_seconds(members.get("reset"))
+    remaining = _reset_seconds(members.get("remaining"))
+    return reset if remaining is None or remaining == 0 else None
+
+
 def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None = None
                            ) -> float | None:
     """The seconds until a provider's quota resets, from the rate-limit headers it sends
@@ -264,7 +281,9 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
     Read in this order, the first that parses winning:
 
     - ``RateLimit`` (the IETF draft's structured field, ``"name";r=0;t=30``): the longest
-      ``t`` among the quotas it says are exhausted (``r=0``);
+      ``t`` among the quotas it says are exhausted (``r=0``); or its 7th revision's
+      dictionary (``limit=100, remaining=0, reset=30``): ``reset``, unless ``remaining``
+      says requests remain;
     - ``RateLimit-Reset`` (the draft's earlier form): delta-seconds;
     - ``X-RateLimit-Reset`` / ``X-Rate-Limit-Reset`` (GitHub, OpenCage, Mapbox and many
       others): delta-seconds, or a Unix time when the value is at least ``1e9`` (then
@@ -299,6 +318,7 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
         return None
     if "ratelimit" in lowered:
         found = _ietf_reset(lowered["ratelimit"])
+        found = _dictionary_reset(lowered["ratelimit"]) if found is None else found
         if found is not None:
             return min(found, _MAX_SECONDS)
     for family in ("ratelimit", "x-ratelimit", "x-rate-limit"):

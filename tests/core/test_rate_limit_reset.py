@@ -91,6 +91,27 @@ def test_a_reset_of_a_spent_or_unsaid_quota_is_the_wait(headers: dict[str, str],
     assert parse_rate_limit_reset(headers, now=NOW) == seconds
 
 
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        # the draft's 7th revision (express-rate-limit's "draft-7" and many gateways):
+        # one dictionary field, limit, remaining and reset (delta-seconds)
+        ({"RateLimit": "limit=100, remaining=0, reset=30"}, 30.0),
+        ({"RateLimit": "limit=20, reset=37", "RateLimit-Policy": "20;w=60"}, 37.0),
+        ({"ratelimit": "Limit=5 ,Remaining=0 ,Reset=12"}, 12.0),
+        ({"RateLimit": "limit=100, remaining=4, reset=30", "X-RateLimit-Reset": "3"}, 3.0),
+    ],
+)
+def test_the_drafts_dictionary_form(headers: dict[str, str], seconds: float) -> None:
+    assert parse_rate_limit_reset(headers, now=NOW) == seconds
+
+
+@pytest.mark.parametrize("value", ["limit=100, remaining=4, reset=30", "limit=100, remaining=0",
+                                   "limit=100, remaining=0, reset=soon", "reset"])
+def test_the_drafts_dictionary_form_without_a_reset_to_wait_for(value: str) -> None:
+    assert parse_rate_limit_reset({"RateLimit": value}, now=NOW) is None
+
+
 def test_a_unix_time_is_measured_from_the_responses_date_not_the_local_clock() -> None:
     long_ago = datetime(2001, 9, 10, tzinfo=UTC)
     reset = str(int(long_ago.timestamp()) + 30)

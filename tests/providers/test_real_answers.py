@@ -202,3 +202,17 @@ def test_a_429_with_headers_that_are_not_ascii_is_still_a_throttle(
         outcomes, throttles = nominatim_run(server)
     assert isinstance(outcomes[0], Match) and len(server.seen) == 2
     assert [t.retry_after for t in throttles] == [expected]
+
+
+def test_a_429_saying_its_reset_in_the_drafts_dictionary_form_waits_for_it() -> None:
+    """A self-hosted instance behind a gateway that says its limit in the RateLimit field's
+    7th-revision form (``limit=60, remaining=0, reset=30``, express-rate-limit's "draft-7")
+    and no Retry-After: the fleet waits the 30 s, not a bare backoff."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    limited = [("RateLimit", "limit=60, remaining=0, reset=30"), ("RateLimit-Policy", "60;w=60")]
+    with Scripted([(429, limited, b'{"message": "Too many requests"}'),
+                   (200, [("Content-Type", "application/json")], match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    assert [(t.cause, t.retry_after) for t in throttles] == [("retry-after", 30.0)]
+    assert throttles[0].wait_seconds >= 30.0
