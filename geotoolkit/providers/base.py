@@ -247,9 +247,10 @@ _HEAD = re.compile(r"<(head|script|style)\b.*?</\1\s*>", re.I | re.S)
 _TAG = re.compile(r"<[^>]*>")
 _SPACES = re.compile(r"\s+")
 #: Where providers put why they refused, most telling first: OpenCage's ``status.message``,
-#: HERE's ``error_description``, then the common ``message``, ``error`` and ``title``.
-_WHY = (("status", "message"), ("error_description",), ("message",), ("error", "message"),
-        ("error",), ("title",))
+#: Google's ``error_message``, HERE's ``error_description``, then the common ``message``,
+#: ``error`` and ``title``.
+_WHY = (("status", "message"), ("error_message",), ("error_description",), ("message",),
+        ("error", "message"), ("error",), ("title",))
 
 
 def said(response: httpx.Response, secrets: tuple[str, ...] = (), limit: int = 200) -> str:
@@ -298,15 +299,9 @@ def _prefix(response: httpx.Response, size: int = 1000) -> str:
 
 
 def client_error(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> Failure:
-    """A 4xx other than auth/quota/throttle: the query itself was refused."""
-    body = json_or_none(response)
-    message: object = ""
-    if isinstance(body, Mapping):
-        err = body.get("error", body.get("message", ""))
-        message = err.get("message", "") if isinstance(err, Mapping) else err
-    elif body is None:
-        message = _prefix(response, 200)
-    text = safe_text(message, secrets) if message else ""
+    """A 4xx other than auth/quota/throttle: the query itself was refused; the reason ends
+    with what the answer says why (``said``: one line, no markup)."""
+    text = said(response, secrets, MAX_REASON_CHARS)
     reason = f"{provider} rejected the query (HTTP {response.status_code})"
     return Failure(reason=f"{reason}: {text}" if text else reason, error="QueryError",
                    provider=provider)

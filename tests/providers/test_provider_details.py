@@ -181,3 +181,27 @@ def test_the_providers_words_are_redacted_and_capped() -> None:
         make("opencage").parse_response(TEXT, echoed)
     assert SECRET not in str(caught.value) and "key *** disabled" in str(caught.value)
     assert len(str(caught.value)) < 400
+
+
+NGINX_414 = ("<html>\r\n<head><title>414 Request-URI Too Large</title></head>\r\n<body>\r\n"
+             "<center><h1>414 Request-URI Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n"
+             "</body>\r\n</html>\r\n")
+
+
+@pytest.mark.parametrize(
+    ("name", "response", "words"),
+    [
+        # a proxy's HTML page: its text on one line, not the markup
+        ("photon", httpx.Response(414, text=NGINX_414), "(HTTP 414): 414 Request-URI Too Large nginx"),
+        # Google's own words are in error_message
+        ("google", httpx.Response(400, json={"error_message": "Invalid request. Invalid 'latlng' "
+                                             "parameter.", "results": [], "status": "INVALID_REQUEST"}),
+         "(HTTP 400): Invalid request. Invalid 'latlng' parameter."),
+        ("mapbox", httpx.Response(422, json={"message": "Query too long - 300/256 characters"}),
+         "(HTTP 422): Query too long - 300/256 characters"),
+    ],
+)
+def test_a_refused_row_says_why_on_one_line(name: str, response: httpx.Response, words: str) -> None:
+    outcome = make(name).parse_response(TEXT, response)
+    assert isinstance(outcome, Failure) and outcome.error == "QueryError"
+    assert outcome.reason.endswith(words) and "<" not in outcome.reason and "\n" not in outcome.reason
