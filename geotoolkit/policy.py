@@ -148,6 +148,10 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 
     Impossible dates (30 Feb, 25:00, ``+2400``) and trailing text give ``None``.
 
+    The header sent twice (a proxy adding its own), which HTTP clients join with a
+    comma (``30, 30``), gives the longest of its waits when every item is one (up to
+    20 items); a list with any other item gives ``None``.
+
     Parameters
     ----------
     value
@@ -171,9 +175,41 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     1000000000.0
     >>> parse_retry_after("1.5") is None
     True
+    >>> parse_retry_after("30, 30")
+    30.0
     """
     if not isinstance(value, str):
         return None
+    single = _one_retry_after(value, now)
+    if single is not None or "," not in value:
+        return single
+    items = _list_items(value)  # the header sent twice, joined: "30, 30"
+    waits = [_one_retry_after(item, now) for item in items[:_MAX_ITEMS + 1]]
+    if len(waits) > _MAX_ITEMS or None in waits:
+        return None
+    return max(w for w in waits if w is not None)
+
+
+#: A ``Retry-After`` list longer than this is no header sent twice: not a wait.
+_MAX_ITEMS = 20
+_DAY_NAMES = frozenset(_DAYS + tuple(d[:3] for d in _DAYS))
+
+
+def _list_items(value: str) -> list[str]:
+    """A comma-joined field value's items; the comma after a day name (``Sun, 06 Nov``)
+    is part of its date, not a separator."""
+    parts = value.split(",")
+    items: list[str] = []
+    for part in parts:
+        if items and items[-1].strip(" \t").lower() in _DAY_NAMES:
+            items[-1] += "," + part
+        else:
+            items.append(part)
+    return items
+
+
+def _one_retry_after(value: str, now: datetime | None) -> float | None:
+    """One ``Retry-After`` value (no list) as ``parse_retry_after`` reads it."""
     text = value.strip(" \t\r\n")
     if _DELAY.fullmatch(text):
         digits = text.lstrip("0")
@@ -220,6 +256,23 @@ def _ietf_reset(value: str) -> float | None:
     return max(found) if found else None
 
 
+#: A member of the draft's 7th-revision dictionary: ``limit=100, remaining=0, reset=30``.
+_MEMBER = re.compile(r"([a-z][a-z0-9_.*-]*)[ \t]*=[ \t]*([^;,\s]+)", re.ASCII | re.IGNORECASE)
+
+
+def _dictionary_reset(value: str) -> float | None:
+    """``RateLimit: limit=100, remaining=0, reset=30``: ``reset``, unless ``remaining`` says
+    requests remain."""
+    members: dict[str, str] = {}
+    for member in value.split(","):
+        found = _MEMBER.fullmatch(member.strip(" \t"))
+        if found:
+            members[found[1].lower()] = found[2].strip('"')
+    reset = _reset_seconds(members.get("reset"))
+    remaining = _reset_seconds(members.get("remaining"))
+    return reset if remaining is None or remaining == 0 else None
+
+
 def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None = None
                            ) -> float | None:
     """The seconds until a provider's quota resets, from the rate-limit headers it sends
@@ -228,11 +281,18 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
     Read in this order, the first that parses winning:
 
     - ``RateLimit`` (the IETF draft's structured field, ``"name";r=0;t=30``): the longest
-      ``t`` among the quotas it says are exhausted (``r=0``);
+      ``t`` among the quotas it says are exhausted (``r=0``); or its 7th revision's
+      dictionary (``limit=100, remaining=0, reset=30``): ``reset``, unless ``remaining``
+      says requests remain;
     - ``RateLimit-Reset`` (the draft's earlier form): delta-seconds;
     - ``X-RateLimit-Reset`` / ``X-Rate-Limit-Reset`` (GitHub, OpenCage, Mapbox and many
       others): delta-seconds, or a Unix time when the value is at least ``1e9`` (then
       measured from ``now``: ideally the response's ``Date``; else the current time).
+
+    A ``*-Reset`` whose own ``*-Remaining`` (``X-RateLimit-Remaining`` beside
+    ``X-RateLimit-Reset``...) says requests remain is skipped: it is the reset of a quota
+    that is not spent (OpenCage's free trial sends its day's quota so, resetting at
+    midnight, on a 429 for requests sent too quickly), not what the refusal awaits.
 
     Never raises; the answer is in ``[0, 1e9]`` (a reset in the past gives ``0.0``), and
     callers clamp further, as for ``Retry-After``. ``headers`` is any mapping; names are
@@ -249,6 +309,8 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
     (7.0, None)
     >>> parse_rate_limit_reset({"X-RateLimit-Reset": "soon"}) is None
     True
+    >>> parse_rate_limit_reset({"X-RateLimit-Remaining": "2412", "X-RateLimit-Reset": "43200"}) is None
+    True
     """
     try:
         lowered = {str(k).lower(): str(v) for k, v in headers.items()}
@@ -256,12 +318,14 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
         return None
     if "ratelimit" in lowered:
         found = _ietf_reset(lowered["ratelimit"])
+        found = _dictionary_reset(lowered["ratelimit"]) if found is None else found
         if found is not None:
             return min(found, _MAX_SECONDS)
-    for name in ("ratelimit-reset", "x-ratelimit-reset", "x-rate-limit-reset"):
-        seconds = _reset_seconds(lowered.get(name))
-        if seconds is None:
-            continue
+    for family in ("ratelimit", "x-ratelimit", "x-rate-limit"):
+        seconds = _reset_seconds(lowered.get(f"{family}-reset"))
+        remaining = _reset_seconds(lowered.get(f"{family}-remaining"))
+        if seconds is None or (remaining is not None and remaining > 0):
+            continue  # no reset, or that of a quota not spent: not what this refusal awaits
         if seconds >= _UNIX_TIME_FROM:
             reference = _reference(now)
             if reference is None:

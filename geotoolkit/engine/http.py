@@ -56,7 +56,7 @@ def warm_up() -> None:
 DEFAULT_TIMEOUT = httpx.Timeout(20.0, connect=5.0)
 
 #: Headers describing the body as it came on the wire, dropped once it is decoded.
-_WIRE_HEADERS = ("content-encoding", "content-length", "transfer-encoding")
+_WIRE_HEADERS = (b"content-encoding", b"content-length", b"transfer-encoding")
 
 
 #: The loggers of httpx and httpcore. A logger's filters see only its own records, not
@@ -160,7 +160,8 @@ async def send(
         raise ProviderUnavailableError(
             f"{provider} connection failed ({type(exc).__name__})", provider=provider
         ) from exc
-    headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _WIRE_HEADERS]
+    # As received, in bytes: a value httpx decoded from UTF-8 or Latin-1 would not encode back
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _WIRE_HEADERS]
     return httpx.Response(response.status_code, headers=headers, content=body, request=request,
                           extensions={"http_version": response.http_version.encode()})
 

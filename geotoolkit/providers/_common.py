@@ -194,7 +194,7 @@ class HTTPProvider:
         early = self._check(response)
         if early is not None:
             return early
-        raise_for_status(response, self.name)
+        raise_for_status(response, self.name, self.secrets)
         if response.status_code >= 400:
             return client_error(response, self.name, self.secrets)
         if 300 <= response.status_code < 400:

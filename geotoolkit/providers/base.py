@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 from collections.abc import Mapping
@@ -44,6 +45,7 @@ __all__ = [
     "redirected",
     "response_date",
     "safe_text",
+    "said",
 ]
 
 #: The longest query text a GET API is sent by default. Servers commonly cap a request
@@ -212,16 +214,22 @@ def response_date(response: httpx.Response) -> datetime | None:
         return None
 
 
-def raise_for_status(response: httpx.Response, provider: str) -> None:
-    """Map the statuses every provider shares to exceptions; let 2xx, 3xx and 4xx through."""
+def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> None:
+    """Map the statuses every provider shares to exceptions; let 2xx, 3xx and 4xx through.
+
+    A 401, 402 or 403 stops the run: its message ends with what the provider said why
+    (``said``), redacted of ``secrets``: a disabled key, a rejected IP, a service not
+    enabled and a usage-policy block need different fixes.
+    """
     status = response.status_code
-    if status in (401, 403):
-        raise AuthenticationError(
-            f"{provider} refused the credentials (HTTP {status})",
-            provider=provider, status_code=status)
-    if status == 402:
-        raise QuotaExceededError(
-            f"{provider} quota exhausted (HTTP 402)", provider=provider, status_code=status)
+    if status in (401, 402, 403):
+        why = said(response, secrets)
+        why = f": {why}" if why else ""
+        if status == 402:
+            raise QuotaExceededError(f"{provider} quota exhausted (HTTP 402){why}",
+                                     provider=provider, status_code=status)
+        raise AuthenticationError(f"{provider} refused the credentials (HTTP {status}){why}",
+                                  provider=provider, status_code=status)
     if status in (429, 503):
         date = response_date(response)
         hint = parse_retry_after(response.headers.get("retry-after"), now=date)
@@ -233,6 +241,39 @@ def raise_for_status(response: httpx.Response, provider: str) -> None:
     if status >= 500:
         raise ProviderUnavailableError(
             f"{provider} is unavailable (HTTP {status})", provider=provider, status_code=status)
+
+
+_HEAD = re.compile(r"<(head|script|style)\b.*?</\1\s*>", re.I | re.S)
+_TAG = re.compile(r"<[^>]*>")
+_SPACES = re.compile(r"\s+")
+#: Where providers put why they refused, most telling first: OpenCage's ``status.message``,
+#: Google's ``error_message``, HERE's ``error_description``, then the common ``message``,
+#: ``error`` and ``title``.
+_WHY = (("status", "message"), ("error_message",), ("error_description",), ("message",),
+        ("error", "message"), ("error",), ("title",))
+
+
+def said(response: httpx.Response, secrets: tuple[str, ...] = (), limit: int = 200) -> str:
+    """What an error answer says, as one line of plain text (redacted, capped); ``""`` if
+    nothing: the JSON body's message (``status.message``, ``error_description``,
+    ``message``, ``error``, ``title``), else the text of the body without its markup.
+
+    >>> said(httpx.Response(403, json={"status": {"code": 403, "message": "IP address rejected"}}))
+    'IP address rejected'
+    >>> said(httpx.Response(403, text="<html><head><title>x</title></head><h1>Access blocked</h1></html>"))
+    'Access blocked'
+    """
+    body = json_or_none(response)
+    if body is None:
+        text = _TAG.sub(" ", _HEAD.sub(" ", _prefix(response, 4000)))
+        return safe_text(_SPACES.sub(" ", html.unescape(text)).strip(), secrets, limit)
+    for path in _WHY:
+        value: Any = body
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if isinstance(value, str) and value.strip():
+            return safe_text(_SPACES.sub(" ", value).strip(), secrets, limit)
+    return ""
 
 
 def decode_json(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> Any:
@@ -258,15 +299,9 @@ def _prefix(response: httpx.Response, size: int = 1000) -> str:
 
 
 def client_error(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> Failure:
-    """A 4xx other than auth/quota/throttle: the query itself was refused."""
-    body = json_or_none(response)
-    message: object = ""
-    if isinstance(body, Mapping):
-        err = body.get("error", body.get("message", ""))
-        message = err.get("message", "") if isinstance(err, Mapping) else err
-    elif body is None:
-        message = _prefix(response, 200)
-    text = safe_text(message, secrets) if message else ""
+    """A 4xx other than auth/quota/throttle: the query itself was refused; the reason ends
+    with what the answer says why (``said``: one line, no markup)."""
+    text = said(response, secrets, MAX_REASON_CHARS)
     reason = f"{provider} rejected the query (HTTP {response.status_code})"
     return Failure(reason=f"{reason}: {text}" if text else reason, error="QueryError",
                    provider=provider)

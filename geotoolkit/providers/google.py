@@ -28,7 +28,8 @@ class Google(HTTPProvider):
 
     Google answers HTTP 200 and says what happened in ``status``: ``OK``,
     ``ZERO_RESULTS`` (NoMatch), ``OVER_QUERY_LIMIT`` (RateLimitError: pause and
-    retry), ``OVER_DAILY_LIMIT`` (QuotaExceededError: stop), ``REQUEST_DENIED``
+    retry; its ``status_code`` is 429, as it is Google's 429, so the fleet paces down as
+    after any 429), ``OVER_DAILY_LIMIT`` (QuotaExceededError: stop), ``REQUEST_DENIED``
     (AuthenticationError: stop), ``INVALID_REQUEST`` (a Failure) and
     ``UNKNOWN_ERROR`` (retried). Structured queries are joined into ``address``;
     a ``country`` also becomes a ``components`` filter.
@@ -121,8 +122,8 @@ class Google(HTTPProvider):
 
     def _status_error(self, status: str, message: str) -> Exception:
         text = f"google {status}" + (f": {message}" if message else "")
-        if status == "OVER_QUERY_LIMIT":
-            return RateLimitError(text, provider=self.name, status_code=200)
+        if status == "OVER_QUERY_LIMIT":  # Google's 429, in a 200: the fleet must read it as one
+            return RateLimitError(text, provider=self.name, status_code=429)
         if status == "OVER_DAILY_LIMIT":
             return QuotaExceededError(text, provider=self.name, status_code=200)
         if status == "REQUEST_DENIED":

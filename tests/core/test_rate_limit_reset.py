@@ -59,6 +59,59 @@ def test_what_does_not_say_a_reset_gives_none(headers: dict[str, str]) -> None:
     assert parse_rate_limit_reset(headers, now=NOW) is None
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [
+        # OpenCage's free trial: the day's quota (2,500), far from spent, resetting at midnight
+        # UTC; a 429 then means "too quickly", and that midnight is not when to retry
+        {"X-RateLimit-Limit": "2500", "X-RateLimit-Remaining": "2412",
+         "X-RateLimit-Reset": str(EPOCH + 43_200)},
+        {"X-Rate-Limit-Remaining": "7", "X-Rate-Limit-Reset": "60"},
+        {"RateLimit-Remaining": "1", "RateLimit-Reset": "60"},
+        {"x-ratelimit-remaining": " 3 ", "x-ratelimit-reset": "60"},
+    ],
+)
+def test_a_reset_of_a_quota_not_spent_is_not_the_wait(headers: dict[str, str]) -> None:
+    assert parse_rate_limit_reset(headers, now=NOW) is None
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": str(EPOCH + 42)}, 42.0),
+        ({"X-RateLimit-Remaining": "soon", "X-RateLimit-Reset": "9"}, 9.0),  # unreadable: no say
+        ({"X-RateLimit-Remaining": "-1", "X-RateLimit-Reset": "9"}, 9.0),  # overdrawn: spent
+        # one family's remaining says nothing of another's reset
+        ({"X-RateLimit-Remaining": "5", "X-Rate-Limit-Reset": "8"}, 8.0),
+        ({"RateLimit-Remaining": "5", "RateLimit-Reset": "60", "X-RateLimit-Reset": "4"}, 4.0),
+    ],
+)
+def test_a_reset_of_a_spent_or_unsaid_quota_is_the_wait(headers: dict[str, str],
+                                                        seconds: float) -> None:
+    assert parse_rate_limit_reset(headers, now=NOW) == seconds
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        # the draft's 7th revision (express-rate-limit's "draft-7" and many gateways):
+        # one dictionary field, limit, remaining and reset (delta-seconds)
+        ({"RateLimit": "limit=100, remaining=0, reset=30"}, 30.0),
+        ({"RateLimit": "limit=20, reset=37", "RateLimit-Policy": "20;w=60"}, 37.0),
+        ({"ratelimit": "Limit=5 ,Remaining=0 ,Reset=12"}, 12.0),
+        ({"RateLimit": "limit=100, remaining=4, reset=30", "X-RateLimit-Reset": "3"}, 3.0),
+    ],
+)
+def test_the_drafts_dictionary_form(headers: dict[str, str], seconds: float) -> None:
+    assert parse_rate_limit_reset(headers, now=NOW) == seconds
+
+
+@pytest.mark.parametrize("value", ["limit=100, remaining=4, reset=30", "limit=100, remaining=0",
+                                   "limit=100, remaining=0, reset=soon", "reset"])
+def test_the_drafts_dictionary_form_without_a_reset_to_wait_for(value: str) -> None:
+    assert parse_rate_limit_reset({"RateLimit": value}, now=NOW) is None
+
+
 def test_a_unix_time_is_measured_from_the_responses_date_not_the_local_clock() -> None:
     long_ago = datetime(2001, 9, 10, tzinfo=UTC)
     reset = str(int(long_ago.timestamp()) + 30)

@@ -194,6 +194,35 @@ def test_a_two_digit_year_more_than_fifty_years_past_is_next_century() -> None:
         datetime(2400, 2, 29, tzinfo=UTC), now)
 
 
+# --- the header sent twice (a proxy adding its own): one value, joined with commas -----------
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("30, 30", 30.0),  # httpx joins two Retry-After lines so
+        ("30,30", 30.0),
+        ("5, 30", 30.0),  # they disagree: the longer, never early
+        ("30, 5, 12", 30.0),
+        ("Sun, 06 Nov 1994 08:49:37 GMT, Sun, 06 Nov 1994 08:49:37 GMT", 37.0),
+        ("Sun, 06 Nov 1994 08:49:37 GMT, 60", 60.0),
+        ("60, Sunday, 06-Nov-94 08:50:00 GMT", 60.0),
+        pytest.param("1, " + "9" * 5000, MAX_SECONDS, id="1 then 5000 nines"),
+    ],
+)
+def test_a_list_of_waits_is_the_longest(value: str, seconds: float) -> None:
+    assert parse_retry_after(value, now=REF) == seconds
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["30,", ",30", "30,,30", "30, soon", "30, 1.5", "30, -5", "Sun, 30", "Sun,, 06 Nov 1994 08:49:37 GMT",
+     ",".join(["1"] * 21)],  # more items than any real duplication: not a wait
+)
+def test_a_list_with_an_item_that_is_not_a_wait_gives_none(value: str) -> None:
+    assert parse_retry_after(value, now=REF) is None
+
+
 # --- the reference time ----------------------------------------------------------------------
 
 

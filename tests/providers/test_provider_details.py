@@ -6,10 +6,10 @@ import httpx
 import pytest
 
 from geotoolkit import Failure, NoMatch, Query
-from geotoolkit.errors import QuotaExceededError, RateLimitError
+from geotoolkit.errors import AuthenticationError, QuotaExceededError, RateLimitError
 from geotoolkit.providers import ArcGIS, Geonorge, Mapbox, Pelias
 
-from .provider_support import SECRET, make
+from .provider_support import SECRET, load, make, response_of
 
 OSLO = Query(housenumber="1", street="Karl Johans gate", city="Oslo", postalcode="0154",
              country="NO")
@@ -148,3 +148,60 @@ def test_photon_label_from_properties() -> None:
         "properties": {"name": "Slottet", "city": "Oslo", "postcode": "0010", "country": "Norway"}}]}
     outcome = make("photon").parse_response(TEXT, httpx.Response(200, json=body))
     assert outcome.label == "Slottet, 0010 Oslo, Norway"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("name", "case", "words"),
+    [
+        # OpenCage asks libraries to show status.message: a disabled key, a rejected IP and a
+        # spent quota are all 401-403 or 402 and need different fixes
+        ("opencage", "forbidden", "API key disabled"),
+        ("opencage", "quota", "quota exceeded"),
+        ("opencage", "unauthorized", "invalid API key"),
+        # LocationIQ: "Invalid key", "Key not active", "Service not enabled", "Access restricted"
+        ("locationiq", "invalid_key", "Invalid key"),
+        ("here", "unauthorized", "apiKey invalid. apiKey not found."),
+        ("mapbox", "unauthorized", "Not Authorized - Invalid Token"),
+        ("pelias", "unauthorized", "invalid api_key"),
+        # Nominatim's ban page (HTML): the block, not a key, is what stopped the run
+        ("nominatim", "forbidden", "Access blocked: you have been blocked for violating the usage policy"),
+    ],
+)
+def test_what_stops_the_run_carries_the_providers_own_words(name: str, case: str, words: str) -> None:
+    with pytest.raises((AuthenticationError, QuotaExceededError)) as caught:
+        make(name).parse_response(TEXT, response_of(load(name, case)))
+    assert words in str(caught.value) and SECRET not in str(caught.value)
+    assert "<" not in str(caught.value)  # no markup
+
+
+def test_the_providers_words_are_redacted_and_capped() -> None:
+    echoed = httpx.Response(403, json={"status": {"code": 403, "message": f"key {SECRET} disabled "
+                                                                          + "x" * 5000}})
+    with pytest.raises(AuthenticationError) as caught:
+        make("opencage").parse_response(TEXT, echoed)
+    assert SECRET not in str(caught.value) and "key *** disabled" in str(caught.value)
+    assert len(str(caught.value)) < 400
+
+
+NGINX_414 = ("<html>\r\n<head><title>414 Request-URI Too Large</title></head>\r\n<body>\r\n"
+             "<center><h1>414 Request-URI Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n"
+             "</body>\r\n</html>\r\n")
+
+
+@pytest.mark.parametrize(
+    ("name", "response", "words"),
+    [
+        # a proxy's HTML page: its text on one line, not the markup
+        ("photon", httpx.Response(414, text=NGINX_414), "(HTTP 414): 414 Request-URI Too Large nginx"),
+        # Google's own words are in error_message
+        ("google", httpx.Response(400, json={"error_message": "Invalid request. Invalid 'latlng' "
+                                             "parameter.", "results": [], "status": "INVALID_REQUEST"}),
+         "(HTTP 400): Invalid request. Invalid 'latlng' parameter."),
+        ("mapbox", httpx.Response(422, json={"message": "Query too long - 300/256 characters"}),
+         "(HTTP 422): Query too long - 300/256 characters"),
+    ],
+)
+def test_a_refused_row_says_why_on_one_line(name: str, response: httpx.Response, words: str) -> None:
+    outcome = make(name).parse_response(TEXT, response)
+    assert isinstance(outcome, Failure) and outcome.error == "QueryError"
+    assert outcome.reason.endswith(words) and "<" not in outcome.reason and "\n" not in outcome.reason

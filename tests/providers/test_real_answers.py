@@ -1,0 +1,218 @@
+"""Answers in the form the real APIs send them, over loopback. A throttle is read as a
+429 (paused, paced down, never a row's failure) whatever shape it takes (a status in a
+200, rate headers about another quota, a header sent twice); what stops the run says
+why, in the provider's words."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from geotoolkit import FakeClock, Match, MemoryGate, Query, RatePolicy
+from geotoolkit.engine import Engine
+from geotoolkit.errors import AuthenticationError, RateLimitError
+from geotoolkit.progress import Event, Throttled
+from geotoolkit.providers import Google, Here, Nominatim, OpenCage
+from geotoolkit.testing import ProviderSimulator
+
+from .provider_support import load, make, response_of
+
+KEY = "sk-sim-0123456789"
+ADDRESSES = [Query(text=f"Landstrasse {n}, 9490 Vaduz") for n in range(1, 4)]
+
+
+def run_throttled(factory: Any) -> tuple[list[Any], list[Throttled], int, float]:
+    """Three queries at 5/s against a key the simulator lets send two per 10 s, refused
+    without a hint (Google never gives one): the outcomes, the throttles, the refusals
+    the simulator counted and the fleet's rate factor after the run."""
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+    events: list[Event] = []
+    with ProviderSimulator(clock=clock.now) as sim:
+        sim.configure(rate_limit=0.2, window_seconds=10.0, retry_after="missing")
+        provider = factory(sim.url, api_key=KEY)
+        engine = Engine(provider, gate=gate, rate=RatePolicy(rate=5.0), clock=clock, concurrency=1,
+                        rng=random.Random(3))
+        outcomes = asyncio.run(engine.run(ADDRESSES, events.append))
+        refused = sim.count(outcome="rate_limited")
+    throttles = [e for e in events if isinstance(e, Throttled)]
+    return outcomes, throttles, refused, gate.stats(provider.gate_key).rate_factor
+
+
+def test_an_in_body_throttle_paces_the_fleet_down_as_a_429_does() -> None:
+    """Google says OVER_QUERY_LIMIT in an HTTP 200 where HERE answers 429: the fleet must
+    do the same with both (its pace cut, the same refusals), not retry at the refused
+    pace as after a 503 (a 503 says nothing of the pace)."""
+    google, here = run_throttled(Google), run_throttled(Here)
+    for outcomes, throttles, refused, factor in (google, here):
+        assert all(isinstance(o, Match) for o in outcomes)
+        assert refused == len(throttles) and {t.status_code for t in throttles} == {429}
+        assert factor < 1.0  # the pace was cut
+    assert google[2] == here[2]
+
+
+def test_google_over_query_limit_is_its_429() -> None:
+    with pytest.raises(RateLimitError) as caught:
+        make("google").parse_response(ADDRESSES[0], response_of(load("google", "rate_limited")))
+    assert caught.value.status_code == 429 and caught.value.retry_after is None
+
+
+class Scripted:
+    """A loopback server answering each GET with the next ``(status, headers, body)``, then
+    the last one again (header values sent as UTF-8); the path and query are recorded."""
+
+    def __init__(self, answers: list[tuple[int, dict[str, str] | list[tuple[str, str]], bytes]]
+                 ) -> None:
+        self.answers, self.seen = answers, []
+        script = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                script.seen.append(self.path)
+                status, headers, body = script.answers[min(len(script.seen), len(script.answers)) - 1]
+                self.send_response(status)
+                for name, value in headers.items() if isinstance(headers, dict) else headers:
+                    self.send_header(name, value.encode().decode("latin-1"))  # as UTF-8 bytes
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Scripted:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def opencage_trial_429() -> Iterator[Scripted]:
+    """OpenCage's free trial requested too quickly: 429 and its body, with the trial's
+    X-RateLimit trio about the day's quota (2,500, most of it left, resetting at midnight
+    UTC, half a day away), then its answer."""
+    throttled = load("opencage", "rate_limited")["json"]
+    match = load("opencage", "match")["json"]
+    trio = {"X-RateLimit-Limit": "2500", "X-RateLimit-Remaining": "2412",
+            "X-RateLimit-Reset": str(int(time.time()) + 43_200)}
+    json_type = {"Content-Type": "application/json; charset=utf-8"}
+    with Scripted([(429, {**json_type, **trio}, json.dumps(throttled).encode()),
+                   (200, {**json_type, **trio}, json.dumps(match).encode())]) as server:
+        yield server
+
+
+def test_a_429_for_speed_does_not_wait_for_the_days_quota_to_reset(
+        opencage_trial_429: Scripted) -> None:
+    """The reset of a quota that is not spent is not when to retry: the 429 was about the
+    pace, so the wait is the backoff's, not the five minutes the cap allows."""
+    clock = FakeClock(start=0.0)
+    events: list[Event] = []
+    engine = Engine(OpenCage(opencage_trial_429.url, api_key=KEY), gate=MemoryGate(clock=clock),
+                    rate=RatePolicy(rate=1.0), clock=clock, concurrency=1, rng=random.Random(3))
+    outcomes = asyncio.run(engine.run(ADDRESSES[:1], events.append))
+    assert isinstance(outcomes[0], Match) and len(opencage_trial_429.seen) == 2
+    throttle, = (e for e in events if isinstance(e, Throttled))
+    assert (throttle.status_code, throttle.cause, throttle.retry_after) == (429, "backoff", None)
+
+
+def test_retry_after_sent_twice_is_honoured() -> None:
+    """``Retry-After: 30`` twice (a proxy adding its own to the server's): httpx joins them
+    as ``30, 30``, still a wait of 30 s, not a header to ignore (then a bare backoff)."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    json_type = ("Content-Type", "application/json; charset=utf-8")
+    twice = [json_type, ("Retry-After", "30"), ("Retry-After", "30")]
+    with Scripted([(429, twice, b"<html>Too Many Requests</html>"), (200, [json_type], match)]
+                  ) as server:
+        clock = FakeClock(start=0.0)
+        events: list[Event] = []
+        engine = Engine(Nominatim(server.url, user_agent="geotoolkit-tests/1.0 (tests@example.org)"),
+                        gate=MemoryGate(clock=clock), rate=RatePolicy(rate=1.0), clock=clock,
+                        concurrency=1, rng=random.Random(3))
+        outcomes = asyncio.run(engine.run(ADDRESSES[:1], events.append))
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    throttle, = (e for e in events if isinstance(e, Throttled))
+    assert (throttle.cause, throttle.retry_after) == ("retry-after", 30.0)
+    assert throttle.wait_seconds >= 30.0
+
+
+def test_a_refusal_that_stops_the_run_says_why() -> None:
+    """OpenCage's 403 for a key restricted to other IP addresses: the run stops, and says
+    so in OpenCage's words, not only "refused the credentials" (a disabled key, a rejected
+    IP and a wrong key are fixed differently); the key is in no message."""
+    body = {**load("opencage", "forbidden")["json"],
+            "status": {"code": 403, "message": "IP address rejected"}}
+    answer = (403, {"Content-Type": "application/json; charset=utf-8"}, json.dumps(body).encode())
+    with Scripted([answer]) as server:
+        clock = FakeClock(start=0.0)
+        engine = Engine(OpenCage(server.url, api_key=KEY), gate=MemoryGate(clock=clock),
+                        rate=RatePolicy(rate=1.0), clock=clock, concurrency=1, rng=random.Random(3))
+        with pytest.raises(AuthenticationError) as caught:
+            asyncio.run(engine.run(ADDRESSES))
+    assert len(server.seen) == 1 and KEY in server.seen[0]  # sent once, with its key
+    assert "HTTP 403" in str(caught.value) and "IP address rejected" in str(caught.value)
+    assert KEY not in str(caught.value)
+
+
+def nominatim_run(server: Scripted) -> tuple[list[Any], list[Throttled]]:
+    clock = FakeClock(start=0.0)
+    events: list[Event] = []
+    engine = Engine(Nominatim(server.url, user_agent="geotoolkit-tests/1.0 (tests@example.org)"),
+                    gate=MemoryGate(clock=clock), rate=RatePolicy(rate=1.0), clock=clock,
+                    concurrency=1, rng=random.Random(3))
+    outcomes = asyncio.run(engine.run(ADDRESSES[:1], events.append))
+    return outcomes, [e for e in events if isinstance(e, Throttled)]
+
+
+NON_ASCII = [("X-Served-By", "Kartverket sørvis"), ("Server", "nginx (ünïcode)")]
+
+
+def test_a_header_that_is_not_ascii_does_not_lose_the_answer() -> None:
+    """Servers do send Latin-1 or UTF-8 in a header (a server name, a note, a Location):
+    the answer is read, not the row failed with a UnicodeEncodeError before a request."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    with Scripted([(200, [("Content-Type", "application/json"), *NON_ASCII], match)]) as server:
+        outcomes, _ = nominatim_run(server)
+    assert isinstance(outcomes[0], Match)
+
+
+@pytest.mark.parametrize(("retry_after", "expected"), [
+    ("30", 30.0), ("\uff13\uff10", None), ("30 sekündlich", None)])  # full-width "30"
+def test_a_429_with_headers_that_are_not_ascii_is_still_a_throttle(
+        retry_after: str, expected: float | None) -> None:
+    """The 429 pauses and the row is answered after it, whatever else its headers hold;
+    a Retry-After that is not ASCII digits is no hint (a backoff), never a crash."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    throttled = [("Retry-After", retry_after), *NON_ASCII]
+    with Scripted([(429, throttled, b"<html>Too Many Requests</html>"),
+                   (200, [("Content-Type", "application/json")], match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    assert [t.retry_after for t in throttles] == [expected]
+
+
+def test_a_429_saying_its_reset_in_the_drafts_dictionary_form_waits_for_it() -> None:
+    """A self-hosted instance behind a gateway that says its limit in the RateLimit field's
+    7th-revision form (``limit=60, remaining=0, reset=30``, express-rate-limit's "draft-7")
+    and no Retry-After: the fleet waits the 30 s, not a bare backoff."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    limited = [("RateLimit", "limit=60, remaining=0, reset=30"), ("RateLimit-Policy", "60;w=60")]
+    with Scripted([(429, limited, b'{"message": "Too many requests"}'),
+                   (200, [("Content-Type", "application/json")], match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    assert [(t.cause, t.retry_after) for t in throttles] == [("retry-after", 30.0)]
+    assert throttles[0].wait_seconds >= 30.0
