@@ -23,7 +23,7 @@ from dataclasses import InitVar, dataclass
 from pathlib import PurePath
 from typing import Any
 
-from geotoolkit.engine.settings import EngineSettings, option, option_docs
+from geotoolkit.engine.settings import EngineSettings, _seconds, option, option_docs
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate import Gate
 from geotoolkit.providers.base import Provider
@@ -181,6 +181,7 @@ sqlite:///path, redis://host:port/db or postgresql://...
         if self.min_precision is not None and self.min_precision not in PRECISIONS[:-1]:
             raise ConfigurationError(f"min_precision must be one of {', '.join(PRECISIONS[:-1])}, "
                                      f"got {self.min_precision!r}")
+        _seconds("no_match_ttl_seconds", self.no_match_ttl_seconds, optional=True)
         if not isinstance(self.full_results, bool):
             raise ConfigurationError("full_results must be True or False")
         fallback = _fallback_statuses(self.fallback_on)

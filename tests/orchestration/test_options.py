@@ -50,6 +50,10 @@ def test_a_missing_key_or_a_non_provider_is_refused() -> None:
     ("cache", True, "cache must be"), ("overwrite_columns", "yes", "overwrite_columns"),
     ("fallback_on", None, "fallback_on takes"), ("fallback_on", 5, "fallback_on takes"),
     ("fallback_on", [["failed"]], "fallback_on takes"), ("fallback_on", "matched", "fallback_on"),
+    # refused here, not only when a cache opens: with cache=False (the demo) it passed in silence
+    ("no_match_ttl_seconds", -1.0, "no_match_ttl_seconds"),
+    ("no_match_ttl_seconds", float("nan"), "no_match_ttl_seconds"),
+    ("no_match_ttl_seconds", "a week", "no_match_ttl_seconds"),
 ])
 def test_bad_values_are_refused_when_built(name: str, value: object, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
