@@ -392,7 +392,10 @@ def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] = 
 
     ``sleep`` is how ``gate status --watch`` waits between refreshes (tests inject one).
     """
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unrecognized(parser, args, extras)
     try:
         with warnings.catch_warnings():
             # its log line says it (logging's last resort prints warnings to stderr)
@@ -408,6 +411,27 @@ def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] = 
     except GeotoolkitError as exc:
         print(f"geotoolkit: stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                  extras: list[str]) -> None:
+    """argparse's "unrecognized arguments" error, from the command's own parser (its usage),
+    naming the nearest flag for a misspelt one: ``--concurency`` -> ``--concurrency``."""
+    import difflib
+
+    for dest in ("command", "gate_command"):
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        sub = actions[0].choices.get(str(getattr(args, dest, ""))) if actions else None
+        if sub is None:
+            break
+        parser = sub
+    flags = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+    hints = []
+    for flag in (e.split("=", 1)[0] for e in extras if e.startswith("--")):
+        close = difflib.get_close_matches(flag, flags, n=1)
+        hints += [f"{flag} (did you mean {close[0]}?)"] if close else []
+    parser.error(f"unrecognized arguments: {' '.join(extras)}"
+                 + (f"; {', '.join(hints)}" if hints else ""))
 
 
 def _dispatch(args: argparse.Namespace, sleep: Callable[[float], None]) -> int:

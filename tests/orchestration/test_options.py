@@ -150,3 +150,23 @@ def test_tab_completion_in_a_notebook_shows_the_options() -> None:
             assert wanted in matches, (typed, matches)
     finally:
         interactiveshell.InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize(("given", "nearest"), [
+    (["--concurency", "2"], "--concurrency"), (["--max-wait", "2", "--timout", "3"], "--timeout"),
+    (["--no-match-ttl", "5", "--fallback", "failed", "--min-precison", "street"], "--min-precision"),
+])
+def test_a_misspelt_flag_names_the_nearest_one(capsys: pytest.CaptureFixture[str], given: list[str],
+                                               nearest: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["geocode", "in.csv", "-o", "out.gpkg", *given])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert f"(did you mean {nearest}?)" in err and "usage: geotoolkit geocode" in err
+
+
+def test_a_misspelt_option_in_python_names_the_nearest_one() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"address": ["Vaduz"]})
+    with pytest.raises(ConfigurationError, match="did you mean 'concurrency'"):
+        frame.geocode.run("address", provider="photon", concurency=2)
