@@ -182,8 +182,9 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     -------
     FleetPanel or FleetText
         Inside a notebook, the panel, refreshing until ``stop()`` (or the end of a
-        ``with`` block). Elsewhere (no ipywidgets front end) the fleet is printed
-        once as text and a stopped ``FleetText`` is returned.
+        ``with`` block; ``close()`` also removes its widgets). Elsewhere (no ipywidgets
+        front end) the fleet is printed once as text and a stopped ``FleetText`` is
+        returned.
 
     Examples
     --------
