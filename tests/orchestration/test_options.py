@@ -170,3 +170,35 @@ def test_a_misspelt_option_in_python_names_the_nearest_one() -> None:
     frame = pd.DataFrame({"address": ["Vaduz"]})
     with pytest.raises(ConfigurationError, match="did you mean 'concurrency'"):
         frame.geocode.run("address", provider="photon", concurency=2)
+
+
+# -- the README's option table against the code ------------------------------------------------
+
+
+def _readme_flags() -> dict[str, str]:
+    """The README's table of command-line options: flag (as written) -> its meaning."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("Options:\n\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split(" | ", 1) for line in table.splitlines()[2:]]
+    return {flag.strip("| `"): meaning for flag, meaning in rows}
+
+
+def test_the_readme_option_table_matches_the_cli() -> None:
+    import re
+
+    from geotoolkit.providers.registry import PROVIDERS
+
+    geocode = cli._parser()._subparsers._group_actions[0].choices["geocode"]  # type: ignore[union-attr]
+    actions = {s: a for a in geocode._actions for s in a.option_strings}
+    table = _readme_flags()
+    assert len(table) >= 10
+    for written in table:
+        flag, _, metavar = written.partition(" ")
+        assert flag in actions, f"the README lists {flag}, which geotoolkit geocode does not take"
+        choices = actions[flag].choices
+        if choices is not None and "\\|" in metavar:  # --progress auto|text|json|none
+            assert metavar.split("\\|") == list(choices), flag
+    named = re.findall(r"`(\w+)`", table["--provider NAME"].split("([docs", 1)[0])
+    assert sorted(named) == sorted(PROVIDERS)
+    assert "geotoolkit geocode --help" in (Path(__file__).resolve().parents[2]
+                                          / "README.md").read_text(encoding="utf-8")
