@@ -157,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the same job offline, against the built-in simulator",
                           description="Geocode a CSV offline against the built-in provider "
                                       "simulator (a real HTTP server on 127.0.0.1).")
-    demo.add_argument("--cache", metavar="URL|none", default="none",
+    demo.add_argument("--cache", metavar="URL|none",
                       help="result cache (default: none; the simulator's answers are not kept)")
     demo.add_argument("--limit", type=float, default=2.0,
                       help="the simulator's own rate limit in requests/s (default 2)")
@@ -269,6 +269,10 @@ def _options(args: argparse.Namespace, provider: Any, **given: Any) -> GeocodeOp
     flags = {name: getattr(args, name) for name in OPTION_FLAGS if getattr(args, name, None) is not None}
     if getattr(args, "fallback_on", None):
         flags["fallback_on"] = args.fallback_on
+    for flag, value, env_flag, env in (("--gate", args.gate, "--gate-env", args.gate_env),
+                                       ("--cache", args.cache, "--cache-env", args.cache_env)):
+        if value is not None and env:
+            raise ConfigurationError(f"give {flag} or {env_flag}, not both")
     gate = args.gate if args.gate is not None else _env("--gate-env", args.gate_env, "the gate URL")
     cache = _env("--cache-env", args.cache_env, "the cache URL") if args.cache_env else args.cache
     return GeocodeOptions.from_env(provider=provider, gate=gate, cache=cache, **{**flags, **given})
@@ -373,6 +377,8 @@ def _demo(args: argparse.Namespace) -> int:
               file=sys.stderr)
         provider = Nominatim(sim.url, user_agent="geotoolkit-demo/0.1")
         rate = args.rate if args.rate is not None else args.limit
+        if args.cache is None and not args.cache_env:
+            args.cache = "none"
         return _run_job(args, _options(args, provider, rate=rate))
 
 

@@ -202,3 +202,32 @@ def test_the_readme_option_table_matches_the_cli() -> None:
     assert sorted(named) == sorted(PROVIDERS)
     assert "geotoolkit geocode --help" in (Path(__file__).resolve().parents[2]
                                           / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("flags", [
+    ["--gate", "memory://", "--gate-env", "GEOTOOLKIT_TEST_URL"],
+    ["--cache", "none", "--cache-env", "GEOTOOLKIT_TEST_URL"],
+])
+def test_a_url_and_its_env_flag_together_are_refused(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        flags: list[str]) -> None:
+    """One of the two was dropped in silence, and not the same one: --gate beat --gate-env
+    while --cache-env beat --cache (``gate status`` already refused a URL with --gate-env)."""
+    monkeypatch.setenv("GEOTOOLKIT_TEST_URL", "memory://")
+    source = tmp_path / "in.csv"
+    source.write_text("address\nnowhere\n", encoding="utf-8")
+    code = cli.main(["geocode", str(source), "-o", str(tmp_path / "out.gpkg"),
+                     "--user-agent", AGENT, "--base-url", "http://127.0.0.1:9", *flags])
+    assert code == 2
+    assert f"give {flags[0]} or {flags[2]}, not both" in capsys.readouterr().err
+    assert not (tmp_path / "out.gpkg").exists()
+
+
+def test_the_demo_takes_its_cache_from_cache_env(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    monkeypatch.setenv("GEOTOOLKIT_TEST_URL", f"sqlite:///{tmp_path / 'cache.sqlite'}")
+    source = tmp_path / "in.csv"
+    source.write_text('address\n"Städtle 38, 9490 Vaduz"\n', encoding="utf-8")
+    code = cli.main(["demo", str(source), "-o", str(tmp_path / "out.gpkg"), "--progress", "none",
+                     "--gate", "memory://", "--cache-env", "GEOTOOLKIT_TEST_URL"])
+    assert code == 0 and (tmp_path / "cache.sqlite").is_file()
