@@ -222,3 +222,25 @@ def test_display_false_outside_a_notebook_does_not_start_a_ticker() -> None:
     panel = feed(make_panel(), batch(1)[:1])
     assert panel._ticker is None
     panel.close()
+
+
+def test_a_run_whose_cache_cannot_open_ends_the_panel_stopped(tmp_path: object) -> None:
+    """The panel is shown before the run opens its gate and cache: a cache that cannot open
+    left it at 'waiting' for ever (saved so in the notebook) above the traceback."""
+    import pandas as pd
+
+    import geotoolkit  # noqa: F401  (registers df.geocode)
+    from geotoolkit.errors import GeotoolkitError
+
+    panel = make_panel()
+    frame = pd.DataFrame({"address": ["Städtle 38, 9490 Vaduz"]})
+    blocked = f"{tmp_path}/a-file"
+    with open(blocked, "w", encoding="utf-8"):
+        pass
+    with pytest.raises(GeotoolkitError) as raised:
+        frame.geocode.run("address", provider="photon", gate="memory://",
+                          cache=f"sqlite:///{blocked}/cache.sqlite", progress=panel)
+    view = panel.model.view()
+    assert view.state == "stopped" and view.error is not None
+    assert view.error.startswith(type(raised.value).__name__)
+    assert panel.bar.bar_style == "danger" and repr(panel).startswith("geocoded 0/")
