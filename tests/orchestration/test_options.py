@@ -7,6 +7,7 @@ import inspect
 import pickle
 from pathlib import Path
 
+import httpx
 import pytest
 
 from geotoolkit import ConfigurationError
@@ -54,6 +55,10 @@ def test_a_missing_key_or_a_non_provider_is_refused() -> None:
     ("no_match_ttl_seconds", -1.0, "no_match_ttl_seconds"),
     ("no_match_ttl_seconds", float("nan"), "no_match_ttl_seconds"),
     ("no_match_ttl_seconds", "a week", "no_match_ttl_seconds"),
+    # an httpx.Timeout passed unchecked: every row then failed after 6 timed-out attempts
+    ("timeout", httpx.Timeout(0.0), "timeout.connect"),
+    ("timeout", httpx.Timeout(5.0, read=-1.0), "timeout.read"),
+    ("timeout", httpx.Timeout(float("nan")), "timeout.connect"),
 ])
 def test_bad_values_are_refused_when_built(name: str, value: object, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
