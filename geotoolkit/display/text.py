@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -123,7 +124,11 @@ class TextProgress:
 
 
 class JsonLinesProgress:
-    """One JSON object per event, with its type name under ``event``."""
+    """One JSON object per event, with its type name under ``event``.
+
+    Strict JSON: a number JSON cannot hold is written as a string, ``"Infinity"`` (an
+    unlimited rate), ``"-Infinity"`` or ``"NaN"``.
+    """
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
@@ -133,5 +138,7 @@ class JsonLinesProgress:
         for name, value in record.items():
             if isinstance(value, str):
                 record[name] = redact(value)
-        self.stream.write(json.dumps(record) + "\n")
+            elif isinstance(value, float) and not math.isfinite(value):
+                record[name] = "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        self.stream.write(json.dumps(record, allow_nan=False) + "\n")
         self.stream.flush()

@@ -221,3 +221,24 @@ def test_a_narrow_line_keeps_the_pause_and_drops_the_fleet_figures_first() -> No
     line = text.line(width=79)
     assert len(line) <= 79 and "pace" not in line
     assert line.startswith("geocoding 0/4 (0%)") and "| paused 12 s: Retry-After" in line
+
+
+def _strict(line: str) -> dict[str, object]:
+    def refuse(constant: str) -> object:
+        raise ValueError(f"{constant} is not JSON")
+
+    record: dict[str, object] = json.loads(line, parse_constant=refuse)
+    return record
+
+
+def test_json_lines_are_strict_json_with_an_unlimited_rate() -> None:
+    """``--rate unlimited --progress json`` wrote ``"rate": Infinity``, which jq and log
+    shippers refuse."""
+    stream = io.StringIO()
+    sink = JsonLinesProgress(stream)
+    sink(BatchStarted(total=1, unique=1, rate=float("inf"), host=HOST))
+    sink(FleetSampled(pace=float("nan"), allowed_rate=float("inf"), requests=0, successes=0,
+                      throttled=0, window_seconds=10.0))
+    started, sampled = (_strict(line) for line in stream.getvalue().splitlines())
+    assert started["rate"] == "Infinity" and started["total"] == 1
+    assert sampled["pace"] == "NaN" and sampled["allowed_rate"] == "Infinity"
