@@ -165,7 +165,8 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     ----------
     gate
         The gate URL (``redis://...``, ``postgresql://...``, ``sqlite:///path``) or a
-        ``Gate``; ``None``: the default SQLite file, as a run uses.
+        ``Gate``; ``None``: the default SQLite file, as a run uses. A SQLite file that
+        does not exist (no run wrote it yet, or a wrong path) is refused, not created.
     provider
         Only this provider's keys: a registered name (``"opencage"``: its public
         service), a host (a self-hosted instance), or a provider instance (its own
@@ -206,7 +207,7 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     """
     selection = select(provider, rate)
     given = isinstance(gate, Gate)
-    opened = gate if isinstance(gate, Gate) else open_gate(gate, fallback=False)
+    opened = gate if isinstance(gate, Gate) else _open(gate or f"sqlite:///{default_gate_path()}")
     title = redact(gate) if isinstance(gate, str) else opened.backend
     source = status_source(opened, selection)
     close = None if given else opened.close  # a gate we opened is closed by stop()

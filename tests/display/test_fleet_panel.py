@@ -193,7 +193,19 @@ def test_close_stops_the_refresh_and_closes_the_widgets(gate: Gate) -> None:
 
 def test_the_text_fallback_closes_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Code written in a notebook (``panel.close()``) also runs outside one, on the text."""
+    SQLiteGate(tmp_path / "gate.sqlite").close()
     shown = geotoolkit.fleet_panel(gate=f"sqlite:///{tmp_path / 'gate.sqlite'}")
     assert isinstance(shown, FleetText)
     shown.close()
     assert capsys.readouterr().out.startswith("gate sqlite:")
+
+
+def test_a_misspelt_sqlite_path_is_no_gate_and_nothing_is_created(tmp_path: Path) -> None:
+    """Watching created the directories and an empty gate file at a wrong path, and showed
+    'no key on this gate has a pacing state yet' (``gate status`` already refused it)."""
+    from geotoolkit.errors import ConfigurationError
+
+    wrong = tmp_path / "tema" / "gate.sqlite"
+    with pytest.raises(ConfigurationError, match="no gate at"):
+        geotoolkit.fleet_panel(gate=f"sqlite:///{wrong}")
+    assert not (tmp_path / "tema").exists()
