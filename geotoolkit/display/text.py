@@ -10,6 +10,7 @@ import sys
 import time
 from typing import TextIO
 
+from geotoolkit.display.environment import in_notebook
 from geotoolkit.display.model import (
     ProgressModel,
     TimeFn,
@@ -25,7 +26,11 @@ from geotoolkit.redact import redact
 __all__ = ["JsonLinesProgress", "TextProgress"]
 
 
-def _isatty(stream: TextIO) -> bool:
+def _rewrites(stream: TextIO) -> bool:
+    """Whether ``\\r`` rewrites the line on ``stream``: a terminal, or a notebook cell's
+    own stdout or stderr (no terminal, but the notebook honours ``\\r``)."""
+    if stream in (sys.stdout, sys.stderr) and in_notebook():
+        return True
     try:
         return stream.isatty()
     except (AttributeError, OSError, ValueError):
@@ -63,8 +68,9 @@ class TextProgress:
         Monotonic seconds (inject a fake one in tests).
     interactive
         Rewrite the line in place (``\\r``), cut to the terminal's width; default: when
-        ``stream`` is a terminal. Otherwise (a file, a pipe, CI logs) a whole line is
-        written every ``log_every_seconds``, with no carriage return, and the summary.
+        ``stream`` is a terminal or a notebook cell's output. Otherwise (a file, a pipe,
+        CI logs) a whole line is written every ``log_every_seconds``, with no carriage
+        return, and the summary.
     log_every_seconds
         Seconds between two lines when not interactive.
     """
@@ -75,7 +81,7 @@ class TextProgress:
         self.stream = stream or sys.stderr
         self.model = ProgressModel(time_fn)
         self._time = time_fn
-        self.interactive = _isatty(self.stream) if interactive is None else interactive
+        self.interactive = _rewrites(self.stream) if interactive is None else interactive
         self._min_gap = 1.0 / max_hz if self.interactive else log_every_seconds
         self._last: float | None = None
         self._width = 0

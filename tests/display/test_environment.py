@@ -54,3 +54,23 @@ def test_a_hosted_notebook_whose_shell_subclasses_the_kernel_shell_is_a_notebook
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     printed = "".join(o.get("text", "") for o in notebook.cells[0].outputs)
     assert printed.strip() == "Shell True ProgressPanel"
+
+
+def test_the_text_line_rewrites_itself_in_a_notebook_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel's stderr is no terminal, but the notebook honours ``\\r``: progress='text'
+    there keeps one line rewritten in place, not a new line every 10 s."""
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    code = ("from geotoolkit.display.text import TextProgress\n"
+            "from geotoolkit.progress import BatchStarted, ItemFinished\n"
+            "import io\n"
+            "line, elsewhere = TextProgress(), TextProgress(io.StringIO())\n"
+            "print(line.interactive, elsewhere.interactive)\n"
+            "line(BatchStarted(total=2, unique=2))\n"
+            "line(ItemFinished('matched'))\n")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    assert "".join(o.text for o in outputs if o.name == "stdout").strip() == "True False"
+    assert "\r" in "".join(o.text for o in outputs if o.name == "stderr")
