@@ -244,3 +244,13 @@ def test_a_run_whose_cache_cannot_open_ends_the_panel_stopped(tmp_path: object) 
     assert view.state == "stopped" and view.error is not None
     assert view.error.startswith(type(raised.value).__name__)
     assert panel.bar.bar_style == "danger" and repr(panel).startswith("geocoded 0/")
+
+
+def test_a_run_of_no_rows_ends_with_a_full_bar_as_its_text_says() -> None:
+    """0 of 0 rows is done ('0/0 (100%)'), yet the bar stayed empty under the green title."""
+    panel = feed(make_panel(), [BatchStarted(total=0, unique=0, host=HOST),
+                                BatchFinished(0, 0, 0, elapsed_seconds=0.0)])
+    assert "0/0 (100%)" in panel.status.value
+    assert panel.bar.value == panel.bar.max and panel.bar.bar_style == "success"
+    running = feed(make_panel(), [BatchStarted(total=0, unique=0, host=HOST)])
+    assert running.bar.value == 0  # not yet done
