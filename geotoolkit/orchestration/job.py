@@ -154,7 +154,8 @@ def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = Fals
     if theirs and not overwrite:
         raise ConfigurationError(
             f"the frame already has its own {', '.join(theirs)} column(s), which the result "
-            "would replace: rename them, or pass overwrite_columns=True to replace them")
+            "would replace: rename them, or pass overwrite_columns=True (--overwrite-columns) to "
+            "replace them")
 
 
 def _has_own_geometry(frame: pd.DataFrame) -> bool:

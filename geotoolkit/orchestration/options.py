@@ -168,9 +168,10 @@ sqlite:///path, redis://host:port/db or postgresql://...
         doc="With a provider chain: which rows go on to the next provider (of no_match, "
             "too_coarse, failed).")
     overwrite_columns: bool = option(
-        False, doc="Replace the frame's own lon, lat, geometry or geocode_* columns (the "
-                   "names a result adds) with the geocoded ones; without it such a frame is "
-                   "refused (nothing of yours is overwritten in silence).")
+        False, cli={"action": "store_true"},
+        doc="Replace the frame's own lon, lat, geometry or geocode_* columns (the names a "
+            "result adds) with the geocoded ones; without it such a frame is refused (nothing "
+            "of yours is overwritten in silence).")
 
     def __post_init__(self, api_key: str | None, user_agent: str | None,
                       base_url: str | None) -> None:

@@ -236,3 +236,20 @@ def test_the_demo_takes_its_cache_from_cache_env(monkeypatch: pytest.MonkeyPatch
     code = cli.main(["demo", str(source), "-o", str(tmp_path / "out.gpkg"), "--progress", "none",
                      "--gate", "memory://", "--cache-env", "GEOTOOLKIT_TEST_URL"])
     assert code == 0 and (tmp_path / "cache.sqlite").is_file()
+
+
+def test_the_cli_can_replace_a_files_own_lon_lat(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A CSV with old lon/lat columns was refused with 'pass overwrite_columns=True', which
+    no flag could say."""
+    source = tmp_path / "in.csv"
+    source.write_text('address,lon,lat\n"Städtle 38, 9490 Vaduz",1.0,2.0\n', encoding="utf-8")
+    argv = ["demo", str(source), "-o", str(tmp_path / "out.gpkg"), "--progress", "none",
+            "--gate", "memory://"]
+    assert cli.main(argv) == 2
+    assert "--overwrite-columns" in capsys.readouterr().err
+    assert cli.main([*argv, "--overwrite-columns"]) == 0
+    from geotoolkit.export import read_results
+
+    written = read_results(tmp_path / "out.gpkg")
+    assert written.loc[0, "lon"] != 1.0 and written.loc[0, "geocode_status"] == "matched"
