@@ -193,7 +193,8 @@ sqlite:///path, redis://host:port/db or postgresql://...
         if len(self.providers) > 1 and self.rate is not None:
             raise ConfigurationError(
                 "rate= with a provider chain is ambiguous: each provider runs at its own published "
-                "or default rate; give a rate to a provider itself, e.g. Nominatim(..., rate=2)")
+                "or default rate; give a rate to a provider itself, e.g. Nominatim(..., rate=2) "
+                "(on the command line, leave --rate out)")
         _check_gate(self.gate)
         _check_cache(self.cache)
         if not isinstance(self.overwrite_columns, bool):

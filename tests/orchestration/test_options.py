@@ -253,3 +253,13 @@ def test_the_cli_can_replace_a_files_own_lon_lat(tmp_path: Path,
 
     written = read_results(tmp_path / "out.gpkg")
     assert written.loc[0, "lon"] != 1.0 and written.loc[0, "geocode_status"] == "matched"
+
+
+def test_rate_with_a_chain_on_the_command_line_says_what_to_do(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The refusal said only what to do in Python (``Nominatim(..., rate=2)``)."""
+    source = tmp_path / "in.csv"
+    source.write_text("address\nVaduz\n", encoding="utf-8")
+    code = cli.main(["geocode", str(source), "-o", str(tmp_path / "out.gpkg"), "--user-agent",
+                     AGENT, "--provider", "census,nominatim", "--rate", "2"])
+    assert code == 2 and "leave --rate out" in capsys.readouterr().err
