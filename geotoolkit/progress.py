@@ -151,6 +151,7 @@ class StageSink:
         self.last = True
         self.started: float | None = None
         self.counts = dict.fromkeys(STATUSES, 0)
+        self.ended = False  # an error or an interruption was passed on
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, ItemFinished):
@@ -161,6 +162,7 @@ class StageSink:
             if event.error is None and not event.interrupted:
                 return
             event = self.finished(event.at, error=event.error, interrupted=event.interrupted)
+            self.ended = True
         self.sink(event)
 
     def _item(self, event: ItemFinished) -> ItemFinished:

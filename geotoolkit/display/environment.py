@@ -8,7 +8,8 @@ __all__ = ["in_notebook"]
 
 
 def in_notebook() -> bool:
-    """True inside a Jupyter kernel (ZMQ shell), where widgets can render."""
+    """True inside a Jupyter kernel (ipykernel's ZMQ shell, or a subclass of it: Colab's
+    ``google.colab._shell.Shell``, Kaggle's), where widgets can render."""
     shell = sys.modules.get("IPython")
     if shell is None:
         return False
@@ -16,4 +17,4 @@ def in_notebook() -> bool:
         ip = shell.get_ipython()
     except AttributeError:
         return False
-    return ip is not None and type(ip).__name__ == "ZMQInteractiveShell"
+    return ip is not None and any(c.__name__ == "ZMQInteractiveShell" for c in type(ip).__mro__)

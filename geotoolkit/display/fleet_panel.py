@@ -63,6 +63,13 @@ class _Card:
         self.pause.layout.display = None if pause else "none"
         self.caps.value = _span(caps_text(view), _COLOURS["muted"])
 
+    def close(self) -> None:
+        for row in self.box.children:
+            for widget in getattr(row, "children", ()):
+                widget.close()
+            row.close()
+        self.box.close()
+
 
 def _gauge_style(view: KeyView) -> str:
     """Blue without 429s, amber with a few, red above one per ten successes (or none)."""
@@ -102,7 +109,7 @@ class FleetPanel(FleetWatch):
         the pause and the cap counts, each an ``HTML``); ``cards`` maps keys to them.
 
     ``stop()`` (or leaving a ``with`` block) stops the refresh (then calls ``on_stop``);
-    the last figures stay.
+    the last figures stay. ``close()`` stops it and closes the widgets too.
     A failing ``source`` (a gate that went away) is shown in the heading, not raised.
     """
 
@@ -174,6 +181,15 @@ class FleetPanel(FleetWatch):
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=60.0)  # at most one refresh, whose gate calls have deadlines
         super().stop()
+
+    def close(self) -> None:
+        """Stop the background refresh and close the widgets (they leave the page)."""
+        self.stop()
+        with self._lock:
+            for card in self.cards.values():
+                card.close()
+            for widget in (self.header, self.keys, self.widget):
+                widget.close()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle: dict[str, Any] = dict(self.widget._repr_mimebundle_(**kwargs) or {})

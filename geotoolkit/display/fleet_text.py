@@ -263,6 +263,10 @@ class FleetWatch:
         if on_stop is not None:
             on_stop()
 
+    def close(self) -> None:
+        """Stop for good (what ``with`` does on exit; a panel closes its widgets too)."""
+        self.stop()
+
     def __enter__(self) -> FleetWatch:
         return self
 

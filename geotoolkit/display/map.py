@@ -3,7 +3,9 @@
 Matched points are coloured by precision (one fixed colour per level, from green for
 an address to red for a country, grey when unknown); too-coarse matches are drawn
 hollow in their own layer, where their coarse point lies; the dead letters are
-listed in a table beside the map. Nothing is fetched while the map is built (the
+listed in a table beside the map. A large result draws a sample of at most
+:data:`MAX_POINTS` points (every point of 400 000 would make a page of hundreds of MB in
+the notebook), and says so. Nothing is fetched while the map is built (the
 tiles are loaded by the browser that shows it).
 
 Needs the ``map`` extra: folium, and matplotlib and mapclassify, which
@@ -26,7 +28,7 @@ from geotoolkit.redact import redact
 from geotoolkit.results import PRECISIONS
 from geotoolkit.schema import result_columns
 
-__all__ = ["PRECISION_COLOURS", "ResultMap", "explore"]
+__all__ = ["MAX_POINTS", "PRECISION_COLOURS", "ResultMap", "explore"]
 
 #: The colour of each precision on the map, finest first.
 PRECISION_COLOURS = {"address": "#1a9850", "interpolated": "#66bd63", "street": "#a6d96a",
@@ -35,6 +37,8 @@ PRECISION_COLOURS = {"address": "#1a9850", "interpolated": "#66bd63", "street": 
 
 _TABLE_COLUMNS = ("geocode_status", "geocode_reason", "geocode_precision", "geocode_provider")
 _MAX_TABLE_ROWS = 200
+#: The most points :func:`explore` draws by default (about 3 MB of page).
+MAX_POINTS = 5_000
 
 
 def _require_folium() -> None:
@@ -58,10 +62,21 @@ class ResultMap:
         The ``folium.Map`` (add layers to it, or ``map.save("map.html")``).
     dead_letters
         The dead letters listed beside it (:func:`geotoolkit.export.dead_letters`).
+    points_drawn, points
+        How many points the map draws, of how many the result has (a sample when fewer).
     """
 
     map: Any
     dead_letters: pd.DataFrame
+    points_drawn: int = 0
+    points: int = 0
+
+    def sample_html(self) -> str:
+        """A note when the map draws a sample of the points, else ``""``."""
+        if self.points_drawn >= self.points:
+            return ""
+        return (f"<p>The map draws {self.points_drawn:,} of {self.points:,} points (a random "
+                "sample; <code>explore(max_points=None)</code> draws them all).</p>")
 
     def table_html(self) -> str:
         """The dead letters as an HTML table (the first 200 rows)."""
@@ -79,7 +94,7 @@ class ResultMap:
         return ('<div style="display:flex;gap:12px;align-items:flex-start;width:100%">'
                 f'<div style="flex:3 1 0;min-width:320px">{self.map._repr_html_()}</div>'
                 '<div style="flex:2 1 0;min-width:240px;max-height:480px;overflow:auto;'
-                f'font-size:12px">{self.table_html()}</div></div>')
+                f'font-size:12px">{self.sample_html()}{self.table_html()}</div></div>')
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the map and the table to one standalone HTML page; returns its path."""
@@ -93,9 +108,14 @@ class ResultMap:
         return f"<ResultMap: {len(self.dead_letters)} dead letters>"
 
 
-def explore(result: pd.DataFrame, letters: pd.DataFrame, **kwargs: Any) -> ResultMap:
-    """The map of ``result`` with its dead ``letters`` beside it (see the module docstring);
+def explore(result: pd.DataFrame, letters: pd.DataFrame, *, max_points: int | None = MAX_POINTS,
+            **kwargs: Any) -> ResultMap:
+    """The map of ``result`` with its dead ``letters`` beside it (see the module docstring):
+    at most ``max_points`` points of each layer, a random sample (``None``: all);
     ``kwargs`` go to ``GeoDataFrame.explore()``."""
+    if max_points is not None and (isinstance(max_points, bool) or not isinstance(max_points, int)
+                                   or max_points < 1):
+        raise ConfigurationError(f"max_points must be a positive integer or None, got {max_points!r}")
     _require_folium()
     import folium
 
@@ -107,6 +127,11 @@ def explore(result: pd.DataFrame, letters: pd.DataFrame, **kwargs: Any) -> Resul
         kwargs["popup"] = _html_names(kwargs["popup"])
     frame = _as_html_text(frame)
     matched = frame[frame["geocode_status"] == "matched"]
+    coarse = _coarse_points(frame)
+    points = len(matched) + (0 if coarse is None else len(coarse))
+    matched = _sample(matched, max_points)
+    coarse = None if coarse is None else _sample(coarse, max_points)
+    drawn = len(matched) + (0 if coarse is None else len(coarse))
     m = kwargs.pop("m", None)
     if m is None:
         m = folium.Map(location=_centre(frame), zoom_start=12, tiles=kwargs.pop("tiles", "OpenStreetMap"))
@@ -116,14 +141,23 @@ def explore(result: pd.DataFrame, letters: pd.DataFrame, **kwargs: Any) -> Resul
             precision, categories=[p for p in PRECISIONS if p in set(precision)], ordered=True))
         m = shown.explore(m=m, column="geocode_precision", cmap=_colours(shown), tooltip=tooltip,
                           name="matched", marker_kwds={"radius": 6}, **kwargs)
-    coarse = _coarse_points(frame)
     if coarse is not None:
         m = coarse.explore(m=m, color=PRECISION_COLOURS["unknown"], tooltip=tooltip,
                            name="too coarse", style_kwds={"fillOpacity": 0.0, "weight": 2},
                            marker_kwds={"radius": 8})
     if coarse is not None and not matched.empty:
         folium.LayerControl().add_to(m)
-    return ResultMap(m, letters)
+    return ResultMap(m, letters, points_drawn=drawn, points=points)
+
+
+def _sample(frame: gpd.GeoDataFrame, most: int | None) -> gpd.GeoDataFrame:
+    """At most ``most`` rows of ``frame``, a random sample in their order (the same each time)."""
+    if most is None or len(frame) <= most:
+        return frame
+    import numpy as np
+
+    keep = np.sort(np.random.default_rng(0).choice(len(frame), size=most, replace=False))
+    return frame.iloc[keep]
 
 
 def _as_html_text(frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:

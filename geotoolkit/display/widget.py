@@ -166,7 +166,8 @@ class ProgressPanel:
 
     def _draw(self, view: ProgressView) -> None:
         self.bar.max = max(1, view.total)
-        self.bar.value = min(view.done, self.bar.max)
+        empty_done = view.total == 0 and view.state == "done"  # 0 of 0 rows: all of them
+        self.bar.value = self.bar.max if empty_done else min(view.done, self.bar.max)
         self.bar.bar_style = view.bar_style
         self.status.value = _span(progress_text(view))
         self._draw_gauge(view)

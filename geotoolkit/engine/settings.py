@@ -174,7 +174,10 @@ class EngineSettings:
         _seconds("max_wait_seconds", self.max_wait_seconds, optional=True)
         if not isinstance(self.backoff, Backoff):
             raise ConfigurationError(f"backoff must be a Backoff, got {self.backoff!r}")
-        if self.timeout is not None and not isinstance(self.timeout, httpx.Timeout):
+        if isinstance(self.timeout, httpx.Timeout):
+            for part in ("connect", "read", "write", "pool"):  # None: no limit on that part
+                _seconds(f"timeout.{part}", getattr(self.timeout, part), optional=True, positive=True)
+        elif self.timeout is not None:
             _seconds("timeout", self.timeout, positive=True)
 
     @property

@@ -52,7 +52,7 @@ class GeocodeJob(Generic[R]):
     tally
         Running counts from the job's progress events.
     panel
-        The :class:`~geotoolkit.widget.ProgressPanel` rendering the job, or
+        The :class:`~geotoolkit.display.widget.ProgressPanel` rendering the job, or
         ``None`` when progress goes elsewhere.
 
     Examples

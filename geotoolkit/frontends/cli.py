@@ -157,7 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the same job offline, against the built-in simulator",
                           description="Geocode a CSV offline against the built-in provider "
                                       "simulator (a real HTTP server on 127.0.0.1).")
-    demo.add_argument("--cache", metavar="URL|none", default="none",
+    demo.add_argument("--cache", metavar="URL|none",
                       help="result cache (default: none; the simulator's answers are not kept)")
     demo.add_argument("--limit", type=float, default=2.0,
                       help="the simulator's own rate limit in requests/s (default 2)")
@@ -269,6 +269,10 @@ def _options(args: argparse.Namespace, provider: Any, **given: Any) -> GeocodeOp
     flags = {name: getattr(args, name) for name in OPTION_FLAGS if getattr(args, name, None) is not None}
     if getattr(args, "fallback_on", None):
         flags["fallback_on"] = args.fallback_on
+    for flag, value, env_flag, env in (("--gate", args.gate, "--gate-env", args.gate_env),
+                                       ("--cache", args.cache, "--cache-env", args.cache_env)):
+        if value is not None and env:
+            raise ConfigurationError(f"give {flag} or {env_flag}, not both")
     gate = args.gate if args.gate is not None else _env("--gate-env", args.gate_env, "the gate URL")
     cache = _env("--cache-env", args.cache_env, "the cache URL") if args.cache_env else args.cache
     return GeocodeOptions.from_env(provider=provider, gate=gate, cache=cache, **{**flags, **given})
@@ -373,6 +377,8 @@ def _demo(args: argparse.Namespace) -> int:
               file=sys.stderr)
         provider = Nominatim(sim.url, user_agent="geotoolkit-demo/0.1")
         rate = args.rate if args.rate is not None else args.limit
+        if args.cache is None and not args.cache_env:
+            args.cache = "none"
         return _run_job(args, _options(args, provider, rate=rate))
 
 
@@ -392,7 +398,10 @@ def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] = 
 
     ``sleep`` is how ``gate status --watch`` waits between refreshes (tests inject one).
     """
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unrecognized(parser, args, extras)
     try:
         with warnings.catch_warnings():
             # its log line says it (logging's last resort prints warnings to stderr)
@@ -408,6 +417,27 @@ def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] = 
     except GeotoolkitError as exc:
         print(f"geotoolkit: stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                  extras: list[str]) -> None:
+    """argparse's "unrecognized arguments" error, from the command's own parser (its usage),
+    naming the nearest flag for a misspelt one: ``--concurency`` -> ``--concurrency``."""
+    import difflib
+
+    for dest in ("command", "gate_command"):
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        sub = actions[0].choices.get(str(getattr(args, dest, ""))) if actions else None
+        if sub is None:
+            break
+        parser = sub
+    flags = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+    hints = []
+    for flag in (e.split("=", 1)[0] for e in extras if e.startswith("--")):
+        close = difflib.get_close_matches(flag, flags, n=1)
+        hints += [f"{flag} (did you mean {close[0]}?)"] if close else []
+    parser.error(f"unrecognized arguments: {' '.join(extras)}"
+                 + (f"; {', '.join(hints)}" if hints else ""))
 
 
 def _dispatch(args: argparse.Namespace, sleep: Callable[[float], None]) -> int:

@@ -165,7 +165,8 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     ----------
     gate
         The gate URL (``redis://...``, ``postgresql://...``, ``sqlite:///path``) or a
-        ``Gate``; ``None``: the default SQLite file, as a run uses.
+        ``Gate``; ``None``: the default SQLite file, as a run uses. A SQLite file that
+        does not exist (no run wrote it yet, or a wrong path) is refused, not created.
     provider
         Only this provider's keys: a registered name (``"opencage"``: its public
         service), a host (a self-hosted instance), or a provider instance (its own
@@ -182,8 +183,9 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     -------
     FleetPanel or FleetText
         Inside a notebook, the panel, refreshing until ``stop()`` (or the end of a
-        ``with`` block). Elsewhere (no ipywidgets front end) the fleet is printed
-        once as text and a stopped ``FleetText`` is returned.
+        ``with`` block; ``close()`` also removes its widgets). Elsewhere (no ipywidgets
+        front end) the fleet is printed once as text and a stopped ``FleetText`` is
+        returned.
 
     Examples
     --------
@@ -205,7 +207,7 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     """
     selection = select(provider, rate)
     given = isinstance(gate, Gate)
-    opened = gate if isinstance(gate, Gate) else open_gate(gate, fallback=False)
+    opened = gate if isinstance(gate, Gate) else _open(gate or f"sqlite:///{default_gate_path()}")
     title = redact(gate) if isinstance(gate, str) else opened.backend
     source = status_source(opened, selection)
     close = None if given else opened.close  # a gate we opened is closed by stop()

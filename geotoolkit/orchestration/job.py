@@ -20,6 +20,7 @@ is decided here, not in the engine: the cache keeps the match, so a rerun with a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +37,7 @@ from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.progress import ProgressSink, StageSink, StageStarted
 from geotoolkit.providers.base import Provider
 from geotoolkit.providers.policies import check_usage_policy
+from geotoolkit.redact import redact
 from geotoolkit.results import (
     PRECISIONS,
     STRUCTURED_FIELDS,
@@ -152,7 +154,8 @@ def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = Fals
     if theirs and not overwrite:
         raise ConfigurationError(
             f"the frame already has its own {', '.join(theirs)} column(s), which the result "
-            "would replace: rename them, or pass overwrite_columns=True to replace them")
+            "would replace: rename them, or pass overwrite_columns=True (--overwrite-columns) to "
+            "replace them")
 
 
 def _has_own_geometry(frame: pd.DataFrame) -> bool:
@@ -283,6 +286,23 @@ class _Stages:
         self.names = stage_names(options.providers)
 
     async def run(self) -> list[Outcome]:
+        try:
+            return await self._run()
+        except BaseException as exc:
+            self._ended_by(exc)
+            raise
+
+    def _ended_by(self, exc: BaseException) -> None:
+        """Tell the sink how the run ended when no engine did (opening the gate or the cache
+        failed, or was interrupted): a panel shown before it would say 'waiting' for ever."""
+        if self.sink is None or self.sink.ended:
+            return
+        interrupted = isinstance(exc, asyncio.CancelledError | KeyboardInterrupt)
+        secrets = [s for p in self.options.providers for s in p.secrets]
+        error = None if interrupted else redact(f"{type(exc).__name__}: {exc}", secrets)
+        self.sink.sink(self.sink.finished(self._now(), error=error, interrupted=interrupted))
+
+    async def _run(self) -> list[Outcome]:
         providers = self.options.providers
         pending = list(range(len(self.items)))
         with opened(self.options) as (gate, store):
@@ -296,6 +316,7 @@ class _Stages:
                 if not pending:
                     break
         if self.sink is not None:
+            self.sink.ended = True
             self.sink.sink(self.sink.finished(self._now(), self._counts()))
         return [self._final(i) for i in range(len(self.items))]
 

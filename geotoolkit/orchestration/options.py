@@ -23,7 +23,7 @@ from dataclasses import InitVar, dataclass
 from pathlib import PurePath
 from typing import Any
 
-from geotoolkit.engine.settings import EngineSettings, option, option_docs
+from geotoolkit.engine.settings import EngineSettings, _seconds, option, option_docs
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate import Gate
 from geotoolkit.providers.base import Provider
@@ -168,9 +168,10 @@ sqlite:///path, redis://host:port/db or postgresql://...
         doc="With a provider chain: which rows go on to the next provider (of no_match, "
             "too_coarse, failed).")
     overwrite_columns: bool = option(
-        False, doc="Replace the frame's own lon, lat, geometry or geocode_* columns (the "
-                   "names a result adds) with the geocoded ones; without it such a frame is "
-                   "refused (nothing of yours is overwritten in silence).")
+        False, cli={"action": "store_true"},
+        doc="Replace the frame's own lon, lat, geometry or geocode_* columns (the names a "
+            "result adds) with the geocoded ones; without it such a frame is refused (nothing "
+            "of yours is overwritten in silence).")
 
     def __post_init__(self, api_key: str | None, user_agent: str | None,
                       base_url: str | None) -> None:
@@ -181,6 +182,7 @@ sqlite:///path, redis://host:port/db or postgresql://...
         if self.min_precision is not None and self.min_precision not in PRECISIONS[:-1]:
             raise ConfigurationError(f"min_precision must be one of {', '.join(PRECISIONS[:-1])}, "
                                      f"got {self.min_precision!r}")
+        _seconds("no_match_ttl_seconds", self.no_match_ttl_seconds, optional=True)
         if not isinstance(self.full_results, bool):
             raise ConfigurationError("full_results must be True or False")
         fallback = _fallback_statuses(self.fallback_on)
@@ -191,7 +193,8 @@ sqlite:///path, redis://host:port/db or postgresql://...
         if len(self.providers) > 1 and self.rate is not None:
             raise ConfigurationError(
                 "rate= with a provider chain is ambiguous: each provider runs at its own published "
-                "or default rate; give a rate to a provider itself, e.g. Nominatim(..., rate=2)")
+                "or default rate; give a rate to a provider itself, e.g. Nominatim(..., rate=2) "
+                "(on the command line, leave --rate out)")
         _check_gate(self.gate)
         _check_cache(self.cache)
         if not isinstance(self.overwrite_columns, bool):

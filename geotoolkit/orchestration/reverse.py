@@ -235,7 +235,8 @@ def _own_columns(frame: gpd.GeoDataFrame, *, overwrite: bool, full_results: bool
     if theirs and not overwrite:
         raise ConfigurationError(
             f"the frame already has its own {', '.join(map(repr, theirs))} column(s), which the "
-            "result would replace: rename them, or pass overwrite_columns=True to replace them")
+            "result would replace: rename them, or pass overwrite_columns=True "
+            "(--overwrite-columns) to replace them")
     return own.drop(columns=theirs)
 
 

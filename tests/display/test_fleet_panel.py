@@ -173,3 +173,39 @@ def test_refresh_seconds_must_be_positive(gate: Gate) -> None:
 
     with pytest.raises(ConfigurationError, match="refresh_seconds"):
         panel_over(gate, refresh_seconds=0.0)
+
+
+def test_close_stops_the_refresh_and_closes_the_widgets(gate: Gate) -> None:
+    """``close()``, as on the run's progress panel and every ipywidget: no thread left
+    refreshing, the gate opened for the panel closed, the widgets gone from the page."""
+    gate.reserve(gate_key(HOST), 1.0)
+    stopped: list[bool] = []
+    panel = FleetPanel(status_source(gate, select()), display=False, refresh_seconds=0.01,
+                       on_stop=lambda: stopped.append(True))
+    cards = list(panel.cards.values())
+    assert panel.running and cards
+    panel.close()
+    assert not panel.running and stopped == [True]
+    assert panel.widget.comm is None and panel.header.comm is None
+    assert all(card.box.comm is None and card.gauge.comm is None for card in cards)
+    assert not [t for t in threading.enumerate() if t.name == "geotoolkit-fleet-panel"]
+
+
+def test_the_text_fallback_closes_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Code written in a notebook (``panel.close()``) also runs outside one, on the text."""
+    SQLiteGate(tmp_path / "gate.sqlite").close()
+    shown = geotoolkit.fleet_panel(gate=f"sqlite:///{tmp_path / 'gate.sqlite'}")
+    assert isinstance(shown, FleetText)
+    shown.close()
+    assert capsys.readouterr().out.startswith("gate sqlite:")
+
+
+def test_a_misspelt_sqlite_path_is_no_gate_and_nothing_is_created(tmp_path: Path) -> None:
+    """Watching created the directories and an empty gate file at a wrong path, and showed
+    'no key on this gate has a pacing state yet' (``gate status`` already refused it)."""
+    from geotoolkit.errors import ConfigurationError
+
+    wrong = tmp_path / "tema" / "gate.sqlite"
+    with pytest.raises(ConfigurationError, match="no gate at"):
+        geotoolkit.fleet_panel(gate=f"sqlite:///{wrong}")
+    assert not (tmp_path / "tema").exists()

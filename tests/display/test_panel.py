@@ -222,3 +222,35 @@ def test_display_false_outside_a_notebook_does_not_start_a_ticker() -> None:
     panel = feed(make_panel(), batch(1)[:1])
     assert panel._ticker is None
     panel.close()
+
+
+def test_a_run_whose_cache_cannot_open_ends_the_panel_stopped(tmp_path: object) -> None:
+    """The panel is shown before the run opens its gate and cache: a cache that cannot open
+    left it at 'waiting' for ever (saved so in the notebook) above the traceback."""
+    import pandas as pd
+
+    import geotoolkit  # noqa: F401  (registers df.geocode)
+    from geotoolkit.errors import GeotoolkitError
+
+    panel = make_panel()
+    frame = pd.DataFrame({"address": ["Städtle 38, 9490 Vaduz"]})
+    blocked = f"{tmp_path}/a-file"
+    with open(blocked, "w", encoding="utf-8"):
+        pass
+    with pytest.raises(GeotoolkitError) as raised:
+        frame.geocode.run("address", provider="photon", gate="memory://",
+                          cache=f"sqlite:///{blocked}/cache.sqlite", progress=panel)
+    view = panel.model.view()
+    assert view.state == "stopped" and view.error is not None
+    assert view.error.startswith(type(raised.value).__name__)
+    assert panel.bar.bar_style == "danger" and repr(panel).startswith("geocoded 0/")
+
+
+def test_a_run_of_no_rows_ends_with_a_full_bar_as_its_text_says() -> None:
+    """0 of 0 rows is done ('0/0 (100%)'), yet the bar stayed empty under the green title."""
+    panel = feed(make_panel(), [BatchStarted(total=0, unique=0, host=HOST),
+                                BatchFinished(0, 0, 0, elapsed_seconds=0.0)])
+    assert "0/0 (100%)" in panel.status.value
+    assert panel.bar.value == panel.bar.max and panel.bar.bar_style == "success"
+    running = feed(make_panel(), [BatchStarted(total=0, unique=0, host=HOST)])
+    assert running.bar.value == 0  # not yet done

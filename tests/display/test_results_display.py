@@ -163,3 +163,32 @@ def test_explore_a_result_without_dead_letters_or_matches() -> None:
     assert "No dead letters" in matched.geocode.explore()._repr_html_()
     nothing = outcomes_frame(df, [NoMatch(provider="sim")])
     assert "1 dead letter" in nothing.geocode.explore()._repr_html_()
+
+
+def _many(n: int) -> gpd.GeoDataFrame:
+    df = pd.DataFrame({"address": [f"Landstrasse {i}, Vaduz" for i in range(n)]})
+    outcomes = [Match(9.5 + i * 1e-5, 47.1 + i * 1e-5, f"Landstrasse {i}", "sim",
+                      precision="address") for i in range(n)]
+    return outcomes_frame(df, outcomes)
+
+
+def _features(shown: ResultMap) -> int:
+    import folium
+
+    layers = [c for c in shown.map._children.values() if isinstance(c, folium.GeoJson)]
+    return sum(len(layer.data["features"]) for layer in layers)
+
+
+def test_a_huge_result_draws_a_sample_and_says_so() -> None:
+    """400 000 points made a map of hundreds of MB in the notebook (20 000 were 12 MB): it
+    draws at most ``max_points`` (5 000 by default) and says how many of how many."""
+    pytest.importorskip("folium")
+    shown = _many(6_000).geocode.explore()
+    assert _features(shown) == 5_000
+    assert "5,000 of 6,000 points" in shown._repr_html_() and "max_points=None" in shown._repr_html_()
+    few = _many(120)
+    assert _features(few.geocode.explore(max_points=50)) == 50
+    assert _features(few.geocode.explore(max_points=None)) == 120
+    assert "points" not in few.geocode.explore(max_points=None).table_html()
+    with pytest.raises(ConfigurationError, match="max_points"):
+        few.geocode.explore(max_points=0)

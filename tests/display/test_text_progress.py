@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
 import json
+import os
+import struct
+import termios
+from pathlib import Path
 
 import pytest
 
@@ -35,7 +40,7 @@ class FakeTime:
 
 def make_text() -> tuple[TextProgress, io.StringIO, FakeTime]:
     stream, clock = io.StringIO(), FakeTime()
-    return TextProgress(stream, time_fn=clock), stream, clock
+    return TextProgress(stream, time_fn=clock, interactive=True), stream, clock
 
 
 def last_line(stream: io.StringIO) -> str:
@@ -137,3 +142,103 @@ def test_adapted_rate_is_rounded_and_countdown_never_shows_zero() -> None:
     line = last_line(stream)
     assert "fleet 3.0/3.5 req/s, 429s 17%, 1 worker" in line
     assert line.endswith("| paused 1 s: fleet pacing")
+
+
+def _run_of_twenty(text: TextProgress, clock: FakeTime) -> None:
+    text(BatchStarted(total=20, unique=20, rate=2.0, host=HOST, at=0.0))
+    for _ in range(20):
+        clock.now += 0.5
+        text(ItemFinished(status="matched", attempts=1, at=clock.now))
+    text(BatchFinished(20, 0, 0, elapsed_seconds=clock.now))
+
+
+def test_piped_to_a_file_it_writes_whole_lines_now_and_then_without_carriage_returns(
+        tmp_path: Path) -> None:
+    """``--progress text > log`` (CI logs): no \\r redraws 10 times a second, but a plain
+    line every few seconds and the summary."""
+    clock = FakeTime()
+    with open(tmp_path / "log.txt", "w", encoding="utf-8") as stream:
+        text = TextProgress(stream, time_fn=clock)
+        _run_of_twenty(text, clock)
+    lines = (tmp_path / "log.txt").read_text(encoding="utf-8").splitlines()
+    assert "\r" not in "".join(lines) and "\x1b" not in "".join(lines)
+    assert lines[0] == "geocoding 0/20 (0%) 0.0 rows/s | pace -/2 req/s"
+    assert lines[-1] == "20/20 rows: 20 matched, 0 no match, 0 failed; 0 throttled; 10.0 s; done"
+    assert 2 <= len(lines) <= 4  # 10 s of events: not one line per event
+
+
+def _pty(columns: int) -> tuple[int, int]:
+    leader, follower = os.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    return leader, follower
+
+
+def _read_all(fd: int) -> str:
+    chunks = []
+    os.set_blocking(fd, False)
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except (BlockingIOError, OSError):
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8")
+
+
+def test_on_a_narrow_terminal_the_line_is_cut_to_its_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line wider than the terminal wraps, and each ``\\r`` redraw then leaves a line behind."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    leader, follower = _pty(columns=30)
+    clock = FakeTime()
+    with open(follower, "w", encoding="utf-8", closefd=True) as stream:
+        text = TextProgress(stream, time_fn=clock)
+        text(BatchStarted(total=20, unique=20, rate=2.0, host=HOST, at=0.0))
+        clock.now = 1.0
+        text(ItemFinished(status="matched", attempts=1, at=1.0))
+        out = _read_all(leader)
+    os.close(leader)
+    redraws = [part for part in out.replace("\n", "").split("\r") if part]
+    assert redraws and all(len(part) < 30 for part in redraws)
+    assert redraws[-1].startswith("geocoding 1/20 (5%)")
+
+
+def test_columns_in_the_environment_sets_the_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "20")
+    text, stream, clock = make_text()
+    _run_of_twenty(text, clock)
+    redraws = stream.getvalue().split("\r")[1:-1]
+    assert redraws and all(len(part) <= 19 for part in redraws)
+    assert last_line(stream).endswith("; done")  # the summary is never cut
+
+
+def test_a_narrow_line_keeps_the_pause_and_drops_the_fleet_figures_first() -> None:
+    text, _, clock = make_text()
+    text(BatchStarted(total=4, unique=4, rate=2.0, host=HOST, at=0.0))
+    clock.now = 1.0
+    text(Throttled(wait_seconds=12.0, cause="retry-after", host=HOST, retry_after=12.0, at=1.0))
+    line = text.line(width=79)
+    assert len(line) <= 79 and "pace" not in line
+    assert line.startswith("geocoding 0/4 (0%)") and "| paused 12 s: Retry-After" in line
+
+
+def _strict(line: str) -> dict[str, object]:
+    def refuse(constant: str) -> object:
+        raise ValueError(f"{constant} is not JSON")
+
+    record: dict[str, object] = json.loads(line, parse_constant=refuse)
+    return record
+
+
+def test_json_lines_are_strict_json_with_an_unlimited_rate() -> None:
+    """``--rate unlimited --progress json`` wrote ``"rate": Infinity``, which jq and log
+    shippers refuse."""
+    stream = io.StringIO()
+    sink = JsonLinesProgress(stream)
+    sink(BatchStarted(total=1, unique=1, rate=float("inf"), host=HOST))
+    sink(FleetSampled(pace=float("nan"), allowed_rate=float("inf"), requests=0, successes=0,
+                      throttled=0, window_seconds=10.0))
+    started, sampled = (_strict(line) for line in stream.getvalue().splitlines())
+    assert started["rate"] == "Infinity" and started["total"] == 1
+    assert sampled["pace"] == "NaN" and sampled["allowed_rate"] == "Infinity"

@@ -7,6 +7,7 @@ import inspect
 import pickle
 from pathlib import Path
 
+import httpx
 import pytest
 
 from geotoolkit import ConfigurationError
@@ -50,6 +51,14 @@ def test_a_missing_key_or_a_non_provider_is_refused() -> None:
     ("cache", True, "cache must be"), ("overwrite_columns", "yes", "overwrite_columns"),
     ("fallback_on", None, "fallback_on takes"), ("fallback_on", 5, "fallback_on takes"),
     ("fallback_on", [["failed"]], "fallback_on takes"), ("fallback_on", "matched", "fallback_on"),
+    # refused here, not only when a cache opens: with cache=False (the demo) it passed in silence
+    ("no_match_ttl_seconds", -1.0, "no_match_ttl_seconds"),
+    ("no_match_ttl_seconds", float("nan"), "no_match_ttl_seconds"),
+    ("no_match_ttl_seconds", "a week", "no_match_ttl_seconds"),
+    # an httpx.Timeout passed unchecked: every row then failed after 6 timed-out attempts
+    ("timeout", httpx.Timeout(0.0), "timeout.connect"),
+    ("timeout", httpx.Timeout(5.0, read=-1.0), "timeout.read"),
+    ("timeout", httpx.Timeout(float("nan")), "timeout.connect"),
 ])
 def test_bad_values_are_refused_when_built(name: str, value: object, message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
@@ -146,3 +155,111 @@ def test_tab_completion_in_a_notebook_shows_the_options() -> None:
             assert wanted in matches, (typed, matches)
     finally:
         interactiveshell.InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize(("given", "nearest"), [
+    (["--concurency", "2"], "--concurrency"), (["--max-wait", "2", "--timout", "3"], "--timeout"),
+    (["--no-match-ttl", "5", "--fallback", "failed", "--min-precison", "street"], "--min-precision"),
+])
+def test_a_misspelt_flag_names_the_nearest_one(capsys: pytest.CaptureFixture[str], given: list[str],
+                                               nearest: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["geocode", "in.csv", "-o", "out.gpkg", *given])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert f"(did you mean {nearest}?)" in err and "usage: geotoolkit geocode" in err
+
+
+def test_a_misspelt_option_in_python_names_the_nearest_one() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"address": ["Vaduz"]})
+    with pytest.raises(ConfigurationError, match="did you mean 'concurrency'"):
+        frame.geocode.run("address", provider="photon", concurency=2)
+
+
+# -- the README's option table against the code ------------------------------------------------
+
+
+def _readme_flags() -> dict[str, str]:
+    """The README's table of command-line options: flag (as written) -> its meaning."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("Options:\n\n", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split(" | ", 1) for line in table.splitlines()[2:]]
+    return {flag.strip("| `"): meaning for flag, meaning in rows}
+
+
+def test_the_readme_option_table_matches_the_cli() -> None:
+    import re
+
+    from geotoolkit.providers.registry import PROVIDERS
+
+    geocode = cli._parser()._subparsers._group_actions[0].choices["geocode"]  # type: ignore[union-attr]
+    actions = {s: a for a in geocode._actions for s in a.option_strings}
+    table = _readme_flags()
+    assert len(table) >= 10
+    for written in table:
+        flag, _, metavar = written.partition(" ")
+        assert flag in actions, f"the README lists {flag}, which geotoolkit geocode does not take"
+        choices = actions[flag].choices
+        if choices is not None and "\\|" in metavar:  # --progress auto|text|json|none
+            assert metavar.split("\\|") == list(choices), flag
+    named = re.findall(r"`(\w+)`", table["--provider NAME"].split("([docs", 1)[0])
+    assert sorted(named) == sorted(PROVIDERS)
+    assert "geotoolkit geocode --help" in (Path(__file__).resolve().parents[2]
+                                          / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("flags", [
+    ["--gate", "memory://", "--gate-env", "GEOTOOLKIT_TEST_URL"],
+    ["--cache", "none", "--cache-env", "GEOTOOLKIT_TEST_URL"],
+])
+def test_a_url_and_its_env_flag_together_are_refused(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        flags: list[str]) -> None:
+    """One of the two was dropped in silence, and not the same one: --gate beat --gate-env
+    while --cache-env beat --cache (``gate status`` already refused a URL with --gate-env)."""
+    monkeypatch.setenv("GEOTOOLKIT_TEST_URL", "memory://")
+    source = tmp_path / "in.csv"
+    source.write_text("address\nnowhere\n", encoding="utf-8")
+    code = cli.main(["geocode", str(source), "-o", str(tmp_path / "out.gpkg"),
+                     "--user-agent", AGENT, "--base-url", "http://127.0.0.1:9", *flags])
+    assert code == 2
+    assert f"give {flags[0]} or {flags[2]}, not both" in capsys.readouterr().err
+    assert not (tmp_path / "out.gpkg").exists()
+
+
+def test_the_demo_takes_its_cache_from_cache_env(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    monkeypatch.setenv("GEOTOOLKIT_TEST_URL", f"sqlite:///{tmp_path / 'cache.sqlite'}")
+    source = tmp_path / "in.csv"
+    source.write_text('address\n"Städtle 38, 9490 Vaduz"\n', encoding="utf-8")
+    code = cli.main(["demo", str(source), "-o", str(tmp_path / "out.gpkg"), "--progress", "none",
+                     "--gate", "memory://", "--cache-env", "GEOTOOLKIT_TEST_URL"])
+    assert code == 0 and (tmp_path / "cache.sqlite").is_file()
+
+
+def test_the_cli_can_replace_a_files_own_lon_lat(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A CSV with old lon/lat columns was refused with 'pass overwrite_columns=True', which
+    no flag could say."""
+    source = tmp_path / "in.csv"
+    source.write_text('address,lon,lat\n"Städtle 38, 9490 Vaduz",1.0,2.0\n', encoding="utf-8")
+    argv = ["demo", str(source), "-o", str(tmp_path / "out.gpkg"), "--progress", "none",
+            "--gate", "memory://"]
+    assert cli.main(argv) == 2
+    assert "--overwrite-columns" in capsys.readouterr().err
+    assert cli.main([*argv, "--overwrite-columns"]) == 0
+    from geotoolkit.export import read_results
+
+    written = read_results(tmp_path / "out.gpkg")
+    assert written.loc[0, "lon"] != 1.0 and written.loc[0, "geocode_status"] == "matched"
+
+
+def test_rate_with_a_chain_on_the_command_line_says_what_to_do(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The refusal said only what to do in Python (``Nominatim(..., rate=2)``)."""
+    source = tmp_path / "in.csv"
+    source.write_text("address\nVaduz\n", encoding="utf-8")
+    code = cli.main(["geocode", str(source), "-o", str(tmp_path / "out.gpkg"), "--user-agent",
+                     AGENT, "--provider", "census,nominatim", "--rate", "2"])
+    assert code == 2 and "leave --rate out" in capsys.readouterr().err
