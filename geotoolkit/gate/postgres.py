@@ -240,6 +240,8 @@ class PostgresStore(Primitives):
     def _call(self, action: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
         with self._lock:
             for attempt in (1, 2):
+                dialled = self._conn is not None and not self._conn.closed
+                started = time.monotonic()
                 try:
                     return body(self._connection())
                 except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction) as exc:
@@ -248,13 +250,16 @@ class PostgresStore(Primitives):
                     self._schema_ready = False
                     if attempt == 2:
                         self._fail(action, exc)
-                except psycopg.Error as exc:
-                    if not self._healthy(exc):
+                except (psycopg.Error, OSError) as exc:
+                    if isinstance(exc, OSError) or not self._healthy(exc):
                         self._drop_connection()
-                    self._fail(action, exc)
-                except OSError as exc:
-                    self._drop_connection()
-                    self._fail(action, exc)
+                    # A session the server ended while it was idle (an admin, a restart, a
+                    # failover): dial again, once, within the deadline. The batch was one
+                    # transaction, lost with the session. A fresh session's error is the answer.
+                    if not (attempt == 1 and dialled and self._conn is None
+                            and not isinstance(exc, _TIMED_OUT)
+                            and time.monotonic() - started < self._timeout):
+                        self._fail(action, exc)
             raise AssertionError("unreachable")  # pragma: no cover
 
     def _healthy(self, exc: psycopg.Error) -> bool:
@@ -312,7 +317,8 @@ class PostgresGate(FleetGate):
     """Gate state in PostgreSQL tables, shared by every process that can reach it.
 
     One autocommit connection guarded by a lock, opened on first use and reopened
-    after a failure. ``clock`` is this host's clock, used only to estimate the
+    after a failure (within the same call when the server ended the session while the
+    gate was idle: an admin, a restart, a failover). ``clock`` is this host's clock, used only to estimate the
     server's between replies: the server's ``clock_timestamp()`` is the truth.
     ``timeout_seconds`` bounds connecting and every statement (lock waits
     included). The password (in the URL's user info, ``?password=`` or

@@ -1,7 +1,8 @@
 """The team result store: one PostgreSQL table, created on first use (psycopg 3).
 
 One autocommit connection guarded by a lock, opened on first use and reopened
-after a failure; every ``put`` is committed at once. ``stored_at`` is written
+after a failure (within the same call when the server ended the session while the
+store was idle: an admin, a restart, a failover); every ``put`` is committed at once. ``stored_at`` is written
 from the injected clock (host time), which is only used for no-match expiry.
 
 Every statement has a deadline (the session's ``lock_timeout`` and
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
@@ -153,12 +155,22 @@ class PostgresStore:
 
     def _call(self, body: Callable[[psycopg.Connection[Any]], T]) -> T:
         with self._lock:
-            try:
-                return body(self._connect())
-            except (psycopg.Error, OSError) as exc:
-                if not isinstance(exc, _TIMED_OUT) or self._conn is None or self._conn.broken:
-                    self._drop()
-                self._fail(exc)
+            for attempt in (1, 2):
+                dialled = self._conn is not None and not self._conn.closed
+                started = time.monotonic()
+                try:
+                    return body(self._connect())
+                except (psycopg.Error, OSError) as exc:
+                    timed_out = isinstance(exc, _TIMED_OUT)
+                    if not timed_out or self._conn is None or self._conn.broken:
+                        self._drop()
+                    # A session the server ended while it was idle (an admin, a restart, a
+                    # failover): dial again, once, within the deadline (every call is a read
+                    # or an idempotent upsert or delete). A fresh session's error is the answer.
+                    if not (attempt == 1 and dialled and not timed_out and self._conn is None
+                            and time.monotonic() - started < self._timeout):
+                        self._fail(exc)
+            raise AssertionError("unreachable")  # pragma: no cover
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None

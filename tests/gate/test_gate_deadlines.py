@@ -401,3 +401,33 @@ def test_a_password_appears_in_no_error_repr_warning_or_log(
     texts.append(caplog.text)
     assert "***" in texts[0]  # hidden, not dropped
     assert all(SECRET not in text for text in texts), [t for t in texts if SECRET in t]
+
+
+@pytest.mark.postgres
+def test_a_postgres_session_ended_by_the_server_is_dialled_again(
+    postgres_dsn: str, host: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session ended by the server's side (an admin, a restart, a failover) while the
+    gate was idle: the next call dials again, the fleet stays on the shared state."""
+    import psycopg
+
+    caplog.set_level(logging.WARNING)
+    key, clock = gate_key(host), FakeClock()
+    gate = open_gate(postgres_dsn, clock=clock, timeout_seconds=2.0)
+    assert isinstance(gate, FallbackGate)
+    store: Any = gate.inner.store  # type: ignore[attr-defined]
+    try:
+        first = gate.reserve(key, 60.0)
+        for call in (lambda: gate.reserve(key, 60.0), lambda: gate.state(key),
+                     lambda: gate.record(key, Report(1, 1, 0), worker="w1")):
+            with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (store._conn.info.backend_pid,))
+            call()  # no GateUnavailableWarning (an error here)
+            assert not gate.degraded
+        assert _slot(gate.reserve(key, 60.0)) == pytest.approx(_slot(first) + 120.0, abs=1e-3)
+    finally:
+        gate.close()
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            for table in ("geotoolkit_gate", "geotoolkit_gate_values", "geotoolkit_gate_counters"):
+                conn.execute(f"DELETE FROM {table} WHERE key LIKE %s || '%%'", (key,))
+    assert not [r for r in caplog.records if r.name.startswith("geotoolkit")]

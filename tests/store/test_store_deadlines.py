@@ -204,3 +204,38 @@ def test_open_store_hides_passwords_of_unknown_urls() -> None:
             open_store(url)
         assert SECRET not in str(info.value)
 
+
+
+def _terminate(dsn: str, pid: int) -> None:
+    """End a session from the server's side, as an admin, a restart or a failover does."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+
+
+@pytest.mark.postgres
+def test_a_postgres_session_ended_by_the_server_is_dialled_again(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import uuid
+
+    from geotoolkit.store.postgres import PostgresStore
+
+    caplog.set_level(logging.WARNING)
+    key = f"test-{uuid.uuid4().hex}:"
+    store = PostgresStore(postgres_dsn, timeout_seconds=2.0)
+    try:
+        store.put(key + "a", Match(lon=1.0, lat=2.0))
+        for call in (lambda: store.put(key + "b", Match(lon=3.0, lat=4.0)),  # a run goes on
+                     lambda: store.get_many([key + "a"]),
+                     lambda: store.delete([key + "none"])):
+            assert store._conn is not None
+            _terminate(postgres_dsn, store._conn.info.backend_pid)
+            call()
+        assert store.get_many([key + "a", key + "b"]) == {
+            key + "a": Match(lon=1.0, lat=2.0), key + "b": Match(lon=3.0, lat=4.0)}
+    finally:
+        store.delete([key + "a", key + "b"])
+        store.close()
+    assert not [r for r in caplog.records if r.name.startswith("geotoolkit")]
