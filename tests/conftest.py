@@ -4,11 +4,17 @@
 ``GEOTOOLKIT_TEST_POSTGRES_DSN`` (default ``postgresql://postgres@127.0.0.1:5432/test``).
 An unreachable server skips its tests, except in CI (``CI=true``) where it fails them.
 Mark such tests ``@pytest.mark.redis`` / ``@pytest.mark.postgres``.
+
+``dml_only(dsn)`` gives ``dsn`` as a role of its own that may read and write the tables of
+the DSN's schema but create nothing, as a team's workers often are.
 """
 
 from __future__ import annotations
 
 import os
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
 import pytest
 
@@ -52,3 +58,30 @@ def postgres_dsn() -> str:
     except Exception as exc:
         _unavailable("PostgreSQL", exc)
     return dsn
+
+
+@contextmanager
+def _dml_only(dsn: str) -> Iterator[str]:
+    import psycopg
+
+    role = f"gt_dml_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT current_schema()").fetchone()
+        assert row is not None
+        schema = row[0]
+        conn.execute(f"CREATE ROLE {role}")
+        conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}")
+    try:
+        # The role as a worker's login would have it (no password: pg_hba need not know it).
+        yield psycopg.conninfo.make_conninfo(dsn, options=f"-c search_path={schema} -c role={role}")
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
+
+
+@pytest.fixture
+def dml_only() -> Callable[[str], AbstractContextManager[str]]:
+    """``dml_only(dsn)``: a context giving ``dsn`` as a role that may not create anything."""
+    return _dml_only

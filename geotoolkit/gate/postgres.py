@@ -11,7 +11,8 @@ are deleted opportunistically.
 
 Create the schema ahead of time with ``geotoolkit gate init URL`` (``init_schema``),
 or let the first gate call do it; a schema from an earlier version is upgraded in
-place.
+place. A schema in place (its table's comment marks its version) is used as it is:
+workers then need only ``SELECT, INSERT, UPDATE, DELETE`` on its tables.
 
 Nothing waits forever: the session has a ``statement_timeout`` of
 ``timeout_seconds`` and a ``lock_timeout`` of 90 % of it (besides
@@ -126,11 +127,21 @@ def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
     return conn
 
 
-def _create_schema(conn: psycopg.Connection[Any]) -> None:
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        for statement in SCHEMA:
-            conn.execute(statement)
+def _schema_current(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute(sql.CURRENT, {"mark": sql.MARK}).fetchone()
+    return bool(row and row[0])
+
+
+def _create_schema(conn: psycopg.Connection[Any], *, repair: bool = False) -> None:
+    """Create or update the schema, unless it is in place (``repair``: a part of it was
+    found missing, which its mark cannot tell)."""
+    if repair or not _schema_current(conn):  # in place: nothing to create (nor the right to)
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            if repair or not _schema_current(conn):  # again, now that no one else can create it
+                for statement in SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"COMMENT ON TABLE geotoolkit_gate IS '{sql.MARK}'")
     # Housekeeping, after the schema is committed: a sweep that runs out of time
     # (a row held by someone else) must not turn the first gate call into an error.
     with contextlib.suppress(psycopg.Error):
@@ -212,6 +223,7 @@ class PostgresStore(Primitives):
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._schema_ready = False
+        self._schema_lost = False
         self._last_sweep = time.monotonic()
 
     # -- plumbing ---------------------------------------------------------------
@@ -220,6 +232,9 @@ class PostgresStore(Primitives):
         message = _error_text(exc, [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
+        elif isinstance(exc, pg_errors.InsufficientPrivilege) and not self._schema_ready:
+            message += (" (the gate's tables are missing or from another version, and this user"
+                        " may not create them: run `geotoolkit gate init URL` as their owner)")
         raise GateError(f"PostgreSQL gate at {self.dsn} failed to {action}: {message}",
                         backend="postgres") from exc
 
@@ -233,8 +248,8 @@ class PostgresStore(Primitives):
         if self._conn is None or self._conn.closed:
             self._conn = _connect(self._dsn, self._timeout)
         if not self._schema_ready:
-            _create_schema(self._conn)
-            self._schema_ready = True
+            _create_schema(self._conn, repair=self._schema_lost)
+            self._schema_ready, self._schema_lost = True, False
         return self._conn
 
     def _call(self, action: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
@@ -247,7 +262,7 @@ class PostgresStore(Primitives):
                 except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction) as exc:
                     # Someone dropped the schema under us: recreate it, once (the batch
                     # was one transaction: nothing of it was applied).
-                    self._schema_ready = False
+                    self._schema_ready, self._schema_lost = False, True
                     if attempt == 2:
                         self._fail(action, exc)
                 except (psycopg.Error, OSError) as exc:

@@ -10,12 +10,14 @@ Every statement has a deadline (the session's ``lock_timeout`` and
 row or table locked by another session turns a call into a ``StoreError``.
 Schema v2 added ``precision``, ``score`` and ``place``; a table from before is
 upgraded in place on first use (under the schema's advisory lock, taking the
-table lock only when a column is missing).
+table lock only when a column is missing). A table in place (its comment marks its
+version) is used as it is: users then need only ``SELECT, INSERT, UPDATE, DELETE`` on it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import threading
 import time
@@ -75,6 +77,16 @@ DO $$ BEGIN
     END IF;
 END $$
 """
+#: The comment the table carries once ``_SCHEMA`` and ``_MIGRATE`` ran: a digest of them, so a
+#: table in place is used as it is, by a user who may not create or alter anything, and any
+#: change to them brings it up to date.
+_MARK = "geotoolkit cache schema " + hashlib.sha256((_SCHEMA + _MIGRATE).encode()).hexdigest()[:16]
+#: Whether the schema tables are created in (``current_schema()``) holds it, marked.
+_CURRENT = f"""
+    SELECT obj_description(c.oid, 'pg_class') = %s
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.relname = '{TABLE}' AND n.nspname = current_schema()
+"""
 #: PostgreSQL's largest timeout setting (milliseconds).
 _MAX_TIMEOUT_MS = 2_147_483_647
 #: Errors of a statement that ran out of time (the connection itself is fine).
@@ -84,6 +96,22 @@ _UPSERT = (f"INSERT INTO {TABLE} (key, {', '.join(COLUMNS)}) "
            + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS))
 _SELECT = f"SELECT key, {', '.join(COLUMNS)} FROM {TABLE} WHERE key = ANY(%s)"
 _CHUNK = 5000
+
+
+def _table_current(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute(_CURRENT, (_MARK,)).fetchone()
+    return bool(row and row[0])
+
+
+def _create_table(conn: psycopg.Connection[Any]) -> None:
+    """Create or upgrade the table, unless it is in place (nothing to do, nor the right to)."""
+    if not _table_current(conn):
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            if not _table_current(conn):  # again, now that no other session can create it
+                conn.execute(_SCHEMA)
+                conn.execute(_MIGRATE)
+                conn.execute(f"COMMENT ON TABLE {TABLE} IS '{_MARK}'")
 
 
 class PostgresStore:
@@ -120,12 +148,16 @@ class PostgresStore:
         self._timeout = check_timeout(timeout_seconds)
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
+        self._table_ready = False
 
     def _fail(self, exc: BaseException) -> NoReturn:
         text = str(exc).split("\nCONTEXT:", 1)[0].strip()  # not the SQL that ran
         message = redact(f"{type(exc).__name__}: {text}", [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
+        elif isinstance(exc, psycopg.errors.InsufficientPrivilege) and not self._table_ready:
+            message += (f" (the table {TABLE} is missing or from another version, and this user "
+                        "may not create it: open the cache once as a user who may)")
         raise StoreError(f"PostgreSQL cache at {self.dsn} failed: {message}",
                          backend="postgres") from exc
 
@@ -143,10 +175,8 @@ class PostgresStore:
                                   for share in (900, 1000))
                 conn.execute("SELECT set_config('lock_timeout', %s, false), "
                              "set_config('statement_timeout', %s, false)", deadlines)
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                    conn.execute(_SCHEMA)
-                    conn.execute(_MIGRATE)
+                _create_table(conn)
+                self._table_ready = True
             except BaseException:
                 conn.close()
                 raise

@@ -431,3 +431,39 @@ def test_a_postgres_session_ended_by_the_server_is_dialled_again(
             for table in ("geotoolkit_gate", "geotoolkit_gate_values", "geotoolkit_gate_counters"):
                 conn.execute(f"DELETE FROM {table} WHERE key LIKE %s || '%%'", (key,))
     assert not [r for r in caplog.records if r.name.startswith("geotoolkit")]
+
+
+# -- PostgreSQL: a user who may not create -------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_not_create_uses_a_gate_initialised_ahead_of_time(
+        schema_dsn: str, host: str, dml_only: Callable[[str], Any]) -> None:
+    from geotoolkit.gate.postgres import PostgresGate, init_schema
+
+    init_schema(schema_dsn)  # `geotoolkit gate init URL`, as the schema's owner
+    key = gate_key(host)
+    with dml_only(schema_dsn) as dsn:
+        gate = PostgresGate(dsn, timeout_seconds=2.0)
+        try:
+            first = gate.reserve(key, 60.0)
+            assert first.reserved
+            assert gate.record(key, Report(1, 1, 0), worker="w1").workers_active == 1
+            assert gate.set_value(key, "lease", "me", ttl_seconds=60)
+            assert _slot(gate.reserve(key, 60.0)) == pytest.approx(_slot(first) + 60.0, abs=1e-3)
+        finally:
+            gate.close()
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_not_create_is_told_to_initialise_the_gate(
+        schema_dsn: str, dml_only: Callable[[str], Any]) -> None:
+    from geotoolkit.gate.postgres import PostgresGate
+
+    with dml_only(schema_dsn) as dsn:  # nothing created yet
+        gate = PostgresGate(dsn, timeout_seconds=2.0)
+        try:
+            with pytest.raises(GateError, match=r"(?s)permission denied.*geotoolkit gate init"):
+                gate.reserve(gate_key("api.example.com"), 1.0)
+        finally:
+            gate.close()

@@ -239,3 +239,35 @@ def test_a_postgres_session_ended_by_the_server_is_dialled_again(
         store.delete([key + "a", key + "b"])
         store.close()
     assert not [r for r in caplog.records if r.name.startswith("geotoolkit")]
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_not_create_uses_a_cache_created_ahead_of_time(
+        schema_dsn: str, dml_only: Callable[[str], AbstractContextManager[str]]) -> None:
+    from geotoolkit.store.postgres import PostgresStore
+
+    owner = PostgresStore(schema_dsn)
+    assert owner.get_many(["k"]) == {}  # used once by the table's owner: created
+    with dml_only(schema_dsn) as dsn:
+        store = PostgresStore(dsn, timeout_seconds=2.0)
+        try:
+            store.put("k", Match(lon=1.0, lat=2.0))
+            assert store.get_many(["k"]) == {"k": Match(lon=1.0, lat=2.0)}
+            assert owner.get_many(["k"]) == {"k": Match(lon=1.0, lat=2.0)}
+        finally:
+            store.close()
+            owner.close()
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_not_create_is_told_who_may(
+        schema_dsn: str, dml_only: Callable[[str], AbstractContextManager[str]]) -> None:
+    from geotoolkit.store.postgres import PostgresStore
+
+    with dml_only(schema_dsn) as dsn:  # no table yet
+        store = PostgresStore(dsn, timeout_seconds=2.0)
+        try:
+            with pytest.raises(StoreError, match=r"(?s)permission denied.*as a user who may"):
+                store.get_many(["k"])
+        finally:
+            store.close()
