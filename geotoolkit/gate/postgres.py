@@ -19,7 +19,10 @@ Nothing waits forever: the session has a ``statement_timeout`` of
 ``connect_timeout`` and ``tcp_user_timeout``), so a row held by another session
 (``SELECT ... FOR UPDATE`` left open), a ``LOCK TABLE``, a ``VACUUM FULL`` or an
 ``ALTER`` turns a gate call into a ``GateError`` after about that long
-(``FallbackGate`` then paces locally until the lock is gone).
+(``FallbackGate`` then paces locally until the lock is gone). A session that never
+answers (a hung backend, a pooler holding the query), which the server's deadlines
+cannot end, is cut by this client after twice ``timeout_seconds`` and a second
+(``geotoolkit.watchdog``); the next call dials a new one.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from geotoolkit.gate.primitives import (
 )
 from geotoolkit.gate.strategy import FleetGate
 from geotoolkit.redact import redact
+from geotoolkit.watchdog import Watchdog
 
 __all__ = ["PostgresGate", "PostgresStore", "init_schema"]
 
@@ -105,7 +109,7 @@ def _error_text(exc: BaseException, secrets: list[str | None]) -> str:
     return redact(f"{type(exc).__name__}: {text}", secrets)
 
 
-def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
+def _connect(dsn: str, timeout_seconds: float, watchdog: Watchdog) -> psycopg.Connection[Any]:
     params: dict[str, Any] = {"autocommit": True, "application_name": "geotoolkit-gate"}
     given = psycopg.conninfo.conninfo_to_dict(dsn)
     if "connect_timeout" not in given:
@@ -118,9 +122,11 @@ def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
         # a hung query becomes an error, never a wait for ever. Cap counters are the
         # only logged writes; losing the last fraction of a second of them in a
         # server crash is fine, waiting for an fsync per send is not.
-        conn.execute("SELECT set_config('lock_timeout', %s, false), "
-                     "set_config('statement_timeout', %s, false), "
-                     "set_config('synchronous_commit', 'off', false)", _deadlines(timeout_seconds))
+        with watchdog.guard(conn.fileno()):
+            conn.execute("SELECT set_config('lock_timeout', %s, false), "
+                         "set_config('statement_timeout', %s, false), "
+                         "set_config('synchronous_commit', 'off', false)",
+                         _deadlines(timeout_seconds))
     except BaseException:
         conn.close()
         raise
@@ -224,6 +230,8 @@ class PostgresStore(Primitives):
         self._conn: psycopg.Connection[Any] | None = None
         self._schema_ready = False
         self._schema_lost = False
+        # The server keeps the deadlines above; a server that never answers is cut here.
+        self._watchdog = Watchdog(2 * self._timeout + 1.0)
         self._last_sweep = time.monotonic()
 
     # -- plumbing ---------------------------------------------------------------
@@ -232,6 +240,9 @@ class PostgresStore(Primitives):
         message = _error_text(exc, [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
+        elif self._watchdog.fired:
+            message = (f"no answer within {self._watchdog.seconds:g} s (a hung server, or a pooler "
+                       f"holding the query): {message}")
         elif isinstance(exc, pg_errors.InsufficientPrivilege) and not self._schema_ready:
             message += (" (the gate's tables are missing or from another version, and this user"
                         " may not create them: run `geotoolkit gate init URL` as their owner)")
@@ -246,11 +257,15 @@ class PostgresStore(Primitives):
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            self._conn = _connect(self._dsn, self._timeout)
-        if not self._schema_ready:
-            _create_schema(self._conn, repair=self._schema_lost)
-            self._schema_ready, self._schema_lost = True, False
+            self._watchdog.fired = False
+            self._conn = _connect(self._dsn, self._timeout, self._watchdog)
         return self._conn
+
+    def _ready(self, conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+        if not self._schema_ready:
+            _create_schema(conn, repair=self._schema_lost)
+            self._schema_ready, self._schema_lost = True, False
+        return conn
 
     def _call(self, action: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
         with self._lock:
@@ -258,7 +273,9 @@ class PostgresStore(Primitives):
                 dialled = self._conn is not None and not self._conn.closed
                 started = time.monotonic()
                 try:
-                    return body(self._connection())
+                    conn = self._connection()
+                    with self._watchdog.guard(conn.fileno()):
+                        return body(self._ready(conn))
                 except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction) as exc:
                     # Someone dropped the schema under us: recreate it, once (the batch
                     # was one transaction: nothing of it was applied).
@@ -323,6 +340,7 @@ class PostgresStore(Primitives):
     def close(self) -> None:
         with self._lock:
             self._drop_connection()
+            self._watchdog.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.dsn!r})"

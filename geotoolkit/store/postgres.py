@@ -7,7 +7,9 @@ from the injected clock (host time), which is only used for no-match expiry.
 
 Every statement has a deadline (the session's ``lock_timeout`` and
 ``statement_timeout``, besides ``connect_timeout`` and ``tcp_user_timeout``): a
-row or table locked by another session turns a call into a ``StoreError``.
+row or table locked by another session turns a call into a ``StoreError``; a session
+that never answers (a hung backend, a pooler holding the query) is cut by this client
+after twice the deadline and a second (``geotoolkit.watchdog``).
 Schema v2 added ``precision``, ``score`` and ``place``; a table from before is
 upgraded in place on first use (under the schema's advisory lock, taking the
 table lock only when a column is missing). A table in place (its comment marks its
@@ -40,6 +42,7 @@ from geotoolkit.store.base import (
     decode,
     encode,
 )
+from geotoolkit.watchdog import Watchdog
 
 __all__ = ["TABLE", "PostgresStore"]
 
@@ -149,12 +152,17 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._table_ready = False
+        # The server keeps the deadlines; a server that never answers is cut here.
+        self._watchdog = Watchdog(2 * self._timeout + 1.0)
 
     def _fail(self, exc: BaseException) -> NoReturn:
         text = str(exc).split("\nCONTEXT:", 1)[0].strip()  # not the SQL that ran
         message = redact(f"{type(exc).__name__}: {text}", [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
+        elif self._watchdog.fired:
+            message = (f"no answer within {self._watchdog.seconds:g} s (a hung server, or a pooler "
+                       f"holding the query): {message}")
         elif isinstance(exc, psycopg.errors.InsufficientPrivilege) and not self._table_ready:
             message += (f" (the table {TABLE} is missing or from another version, and this user "
                         "may not create it: open the cache once as a user who may)")
@@ -168,14 +176,16 @@ class PostgresStore:
                 params["connect_timeout"] = max(1, math.ceil(self._timeout))
             if "tcp_user_timeout" not in self._given:
                 params["tcp_user_timeout"] = min(_MAX_TIMEOUT_MS, max(1, math.ceil(self._timeout * 1000)))
+            self._watchdog.fired = False
             conn = psycopg.connect(self._dsn, **params)
             try:
                 # A lock wait gives up a little earlier, so it is reported as one.
                 deadlines = tuple(f"{min(_MAX_TIMEOUT_MS, max(1, math.ceil(self._timeout * share)))}ms"
                                   for share in (900, 1000))
-                conn.execute("SELECT set_config('lock_timeout', %s, false), "
-                             "set_config('statement_timeout', %s, false)", deadlines)
-                _create_table(conn)
+                with self._watchdog.guard(conn.fileno()):
+                    conn.execute("SELECT set_config('lock_timeout', %s, false), "
+                                 "set_config('statement_timeout', %s, false)", deadlines)
+                    _create_table(conn)
                 self._table_ready = True
             except BaseException:
                 conn.close()
@@ -189,7 +199,9 @@ class PostgresStore:
                 dialled = self._conn is not None and not self._conn.closed
                 started = time.monotonic()
                 try:
-                    return body(self._connect())
+                    conn = self._connect()
+                    with self._watchdog.guard(conn.fileno()):
+                        return body(conn)
                 except (psycopg.Error, OSError) as exc:
                     timed_out = isinstance(exc, _TIMED_OUT)
                     if not timed_out or self._conn is None or self._conn.broken:
@@ -248,6 +260,7 @@ class PostgresStore:
     def close(self) -> None:
         with self._lock:
             self._drop()
+            self._watchdog.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.dsn!r})"

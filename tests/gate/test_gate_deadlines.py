@@ -467,3 +467,26 @@ def test_a_user_who_may_not_create_is_told_to_initialise_the_gate(
                 gate.reserve(gate_key("api.example.com"), 1.0)
         finally:
             gate.close()
+
+
+@pytest.mark.postgres
+def test_a_postgres_that_never_answers_is_a_gate_error_then_local_pacing(
+        stalling_proxy: Any, host: str) -> None:
+    """The session hangs (a stopped backend, a pooler holding the query): the server's own
+    deadlines never fire, the gate's does; a new session goes through again."""
+    from geotoolkit.gate.postgres import PostgresGate
+
+    proxy, dsn = stalling_proxy
+    key, clock = gate_key(host), FakeClock()
+    gate = FallbackGate(PostgresGate(dsn, timeout_seconds=0.3), clock=clock)
+    try:
+        first = gate.reserve(key, 60.0)
+        proxy.stall()
+        with pytest.warns(GateUnavailableWarning, match="no answer within"):
+            assert gate.reserve(key, 1.0).reserved  # paced locally
+        assert gate.degraded
+        clock.advance(gate.retry_seconds)
+        assert _slot(gate.reserve(key, 60.0)) == pytest.approx(_slot(first) + 60.0, abs=1e-3)
+        assert not gate.degraded
+    finally:
+        gate.close()

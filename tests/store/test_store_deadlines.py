@@ -14,6 +14,7 @@ import stat
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -271,3 +272,25 @@ def test_a_user_who_may_not_create_is_told_who_may(
                 store.get_many(["k"])
         finally:
             store.close()
+
+
+@pytest.mark.postgres
+def test_a_postgres_that_never_answers_is_a_store_error(stalling_proxy: Any) -> None:
+    """The session hangs (a stopped backend, a pooler holding the query): the server's own
+    deadlines never fire, the store's does; the next call dials a new session."""
+    import uuid
+
+    from geotoolkit.store.postgres import PostgresStore
+
+    proxy, dsn = stalling_proxy
+    key = f"test-{uuid.uuid4().hex}:stalled"
+    store = PostgresStore(dsn, timeout_seconds=0.3)
+    try:
+        store.put(key, Match(lon=1.0, lat=2.0))
+        proxy.stall()
+        with pytest.raises(StoreError, match="no answer within"):
+            store.put(key, Match(lon=3.0, lat=4.0))
+        assert store.get_many([key]) in ({key: Match(lon=1.0, lat=2.0)}, {key: Match(lon=3.0, lat=4.0)})
+    finally:
+        store.delete([key])
+        store.close()
