@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["BACKENDS", "backend_of", "sqlite_path"]
+from geotoolkit.errors import ConfigurationError
+
+__all__ = ["BACKENDS", "backend_of", "check_userinfo", "sqlite_path"]
 
 #: The backend each URL scheme selects.
 BACKENDS = {"memory": "memory", "sqlite": "sqlite", "redis": "redis", "rediss": "redis",
@@ -51,3 +53,50 @@ def sqlite_path(url: str) -> str | None:
     rest = unquote(url.split("://", 1)[1]) if "://" in url else ""
     path = rest[1:] if rest.startswith("/") else rest
     return path or None
+
+
+def check_userinfo(url: str, what: str) -> None:
+    """Refuse a URL whose password holds ``@ / ? #`` as they are (not percent-encoded).
+
+    Each library reads such a URL its own way: ``/``, ``?`` or ``#`` end the host part
+    inside the password, a second ``@`` is split at the first or the last, and the pieces
+    become a port, a path or a host name to look up (a DNS query holding the password's
+    tail), or turn up in the library's error. ``what`` names the URL in the message,
+    which shows none of it. A ``key=value`` DSN passes.
+
+    >>> check_userinfo("postgresql://u:p%40ss@db:5432/x?user=me@srv", "gate")
+    >>> check_userinfo("redis://:pa/ss@127.0.0.1:6379/0", "Redis gate")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: the Redis gate URL (redis://...) has a password \
+with @ / ? or # in it as it is: percent-encode it, e.g. urllib.parse.quote(password, safe='') \
+(the URL is not shown, in case the rest is a secret)
+    """
+    if _unencoded_userinfo(url):
+        scheme = url.strip().split("://", 1)[0].lower()
+        raise ConfigurationError(
+            f"the {what} URL ({scheme}://...) has a password with @ / ? or # in it as it is: "
+            "percent-encode it, e.g. urllib.parse.quote(password, safe='') (the URL is not "
+            "shown, in case the rest is a secret)") from None
+
+
+def _unencoded_userinfo(url: str) -> bool:
+    text = url.strip()
+    if "://" not in text:
+        return False
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return False
+    netloc = parts.netloc
+    if netloc.count("@") > 1:
+        return True
+    rest = text.split("://", 1)[1][len(netloc):]
+    if "@" in netloc or "@" not in rest or ":" not in netloc:
+        return False
+    # "user:pass/rest@host" reads as the host "user" with a port "pass", or none at all.
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        return True
+    return not parts.hostname

@@ -47,7 +47,7 @@ from geotoolkit.providers import PROVIDERS, get_provider
 from geotoolkit.providers.nominatim import PUBLIC_NOMINATIM
 from geotoolkit.redact import redact
 from geotoolkit.results import REVERSE_DECIMALS
-from geotoolkit.urls import backend_of
+from geotoolkit.urls import backend_of, check_userinfo
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -383,6 +383,7 @@ def _gate_init(url: str) -> int:
     if backend is None:  # a key=value DSN, another database: shown redacted, as every URL
         raise ConfigurationError(f"not a gate URL: {redact(url)} (use postgresql://...; "
                                  "sqlite:///path, redis://... and memory:// need no init)")
+    check_userinfo(url, "gate")
     if backend != "postgres":
         print(f"nothing to initialise for {backend}: created on first use")
         return 0

@@ -59,6 +59,7 @@ from geotoolkit.gate.primitives import (
 )
 from geotoolkit.gate.strategy import FleetGate
 from geotoolkit.redact import redact
+from geotoolkit.urls import check_userinfo
 from geotoolkit.watchdog import Watchdog
 
 __all__ = ["PostgresGate", "PostgresStore", "init_schema"]
@@ -218,6 +219,7 @@ class PostgresStore(Primitives):
     clock: Clock | None = None  # the server's clock_timestamp() is the truth
 
     def __init__(self, dsn: str, *, timeout_seconds: float = 5.0) -> None:
+        check_userinfo(dsn, "PostgreSQL gate")
         self._password = _password(dsn)
         self.dsn = redact(dsn, [self._password])
         try:

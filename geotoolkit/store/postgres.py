@@ -42,6 +42,7 @@ from geotoolkit.store.base import (
     decode,
     encode,
 )
+from geotoolkit.urls import check_userinfo
 from geotoolkit.watchdog import Watchdog
 
 __all__ = ["TABLE", "PostgresStore"]
@@ -138,6 +139,7 @@ class PostgresStore:
                  no_match_ttl_seconds: float | None = DEFAULT_NO_MATCH_TTL_SECONDS,
                  timeout_seconds: float = 5.0) -> None:
         self._expiry = Expiry.build(no_match_ttl_seconds, clock)
+        check_userinfo(dsn, "PostgreSQL cache")
         self._password: str | None = None
         self.dsn = redact(dsn)
         try:

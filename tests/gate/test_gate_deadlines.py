@@ -490,3 +490,34 @@ def test_a_postgres_that_never_answers_is_a_gate_error_then_local_pacing(
         assert not gate.degraded
     finally:
         gate.close()
+
+
+# A password pasted into a URL as it is: '/', '?', '#' end the host part early, a second '@'
+# is split at differently by each library (libpq looked up the host 'pw99@127.0.0.1': a DNS
+# query holding the password's tail).
+_UNENCODED = [
+    "redis://:hunter2/pw99@127.0.0.1:1/0",
+    "redis://someone:hunter2#pw99@127.0.0.1:1/0",
+    "rediss://:hunter2?pw99@127.0.0.1:1/0",
+    "redis://:hunter2@pw99@127.0.0.1:1/0",
+    "postgresql://postgres:hunter2@pw99@127.0.0.1:1/test",
+    "postgresql://postgres:hunter2/pw99@127.0.0.1:1/test",
+    "postgres://postgres:hunter2?pw99@127.0.0.1:1/test",
+]
+
+
+@pytest.mark.parametrize("url", _UNENCODED)
+def test_a_password_that_is_not_percent_encoded_is_refused_before_any_connection(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from geotoolkit.errors import ConfigurationError
+    from geotoolkit.frontends.cli import main
+
+    for fallback in (False, True):
+        with pytest.raises(ConfigurationError, match="percent-encode") as info:
+            open_gate(url, fallback=fallback)
+        assert info.value.__cause__ is None and info.value.__context__ is None
+        assert "hunter2" not in str(info.value) and "pw99" not in str(info.value)
+    for argv in (["gate", "status", url], ["gate", "status", url, "--json"], ["gate", "init", url]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert "percent-encode" in err and "hunter2" not in out + err and "pw99" not in out + err

@@ -294,3 +294,21 @@ def test_a_postgres_that_never_answers_is_a_store_error(stalling_proxy: Any) -> 
     finally:
         store.delete([key])
         store.close()
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://postgres:hunter2@pw99@127.0.0.1:1/test",
+    "postgresql://postgres:hunter2/pw99@127.0.0.1:1/test",
+    "postgres://postgres:hunter2#pw99@127.0.0.1:1/test",
+])
+def test_a_password_that_is_not_percent_encoded_is_refused_before_any_connection(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="percent-encode") as info:
+        open_store(url)
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert "hunter2" not in str(info.value) and "pw99" not in str(info.value)
+
+
+def test_a_url_of_no_cache_with_a_password_that_is_not_percent_encoded_is_not_shown() -> None:
+    with pytest.raises(ConfigurationError, match="percent-encode") as info:
+        open_store("redis://:hunter2@pw99@127.0.0.1:6379/0")
+    assert "hunter2" not in str(info.value) and "pw99" not in str(info.value)
