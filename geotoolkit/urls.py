@@ -56,15 +56,19 @@ def sqlite_path(url: str) -> str | None:
 
 
 def check_userinfo(url: str, what: str) -> None:
-    """Refuse a URL whose password holds ``@ / ? #`` as they are (not percent-encoded).
+    """Refuse a URL whose password holds ``@`` or ``/`` (and for Redis ``?`` or ``#``) as
+    they are, not percent-encoded.
 
-    Each library reads such a URL its own way: ``/``, ``?`` or ``#`` end the host part
-    inside the password, a second ``@`` is split at the first or the last, and the pieces
-    become a port, a path or a host name to look up (a DNS query holding the password's
-    tail), or turn up in the library's error. ``what`` names the URL in the message,
-    which shows none of it. A ``key=value`` DSN passes.
+    The library then reads the URL wrongly: ``/`` (for redis-py, which parses with
+    ``urllib``, ``?`` and ``#`` too) ends the host part inside the password, and a second
+    ``@`` is split at the first (libpq) or the last; the pieces become a port, a database
+    or a host name to look up (a DNS query holding the password's tail), and turn up in
+    the library's error. libpq reads ``?`` and ``#`` in a password right: those pass.
+    ``what`` names the URL in the message, which shows none of it. A ``key=value`` DSN
+    passes.
 
     >>> check_userinfo("postgresql://u:p%40ss@db:5432/x?user=me@srv", "gate")
+    >>> check_userinfo("postgresql://u:pa#ss@db/x", "gate")
     >>> check_userinfo("redis://:pa/ss@127.0.0.1:6379/0", "Redis gate")
     Traceback (most recent call last):
     ...
@@ -72,31 +76,23 @@ def check_userinfo(url: str, what: str) -> None:
 with @ / ? or # in it as it is: percent-encode it, e.g. urllib.parse.quote(password, safe='') \
 (the URL is not shown, in case the rest is a secret)
     """
-    if _unencoded_userinfo(url):
-        scheme = url.strip().split("://", 1)[0].lower()
+    text = url.strip() if isinstance(url, str) else ""
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme and _unencoded_userinfo(text, "/" if BACKENDS.get(scheme) == "postgres" else "/?#"):
         raise ConfigurationError(
             f"the {what} URL ({scheme}://...) has a password with @ / ? or # in it as it is: "
             "percent-encode it, e.g. urllib.parse.quote(password, safe='') (the URL is not "
             "shown, in case the rest is a secret)") from None
 
 
-def _unencoded_userinfo(url: str) -> bool:
-    text = url.strip()
-    if "://" not in text:
-        return False
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return False
-    netloc = parts.netloc
-    if netloc.count("@") > 1:
+def _unencoded_userinfo(text: str, ends: str) -> bool:
+    """Whether the user info of ``scheme://...`` is ambiguous, the host part ending at ``ends``."""
+    rest = text.split("://", 1)[1]
+    authority = rest[:min((rest.find(c) for c in ends if c in rest), default=len(rest))]
+    if authority.count("@") > 1:
         return True
-    rest = text.split("://", 1)[1][len(netloc):]
-    if "@" in netloc or "@" not in rest or ":" not in netloc:
+    if "@" in authority or "@" not in rest or ":" not in authority or authority.endswith("]"):
         return False
-    # "user:pass/rest@host" reads as the host "user" with a port "pass", or none at all.
-    try:
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError:
-        return True
-    return not parts.hostname
+    # "user:pass/rest@host": the host "user" with a port "pass", or no host at all.
+    host, _, port = authority.rpartition(":")
+    return not host or not port.isdigit()

@@ -492,9 +492,9 @@ def test_a_postgres_that_never_answers_is_a_gate_error_then_local_pacing(
         gate.close()
 
 
-# A password pasted into a URL as it is: '/', '?', '#' end the host part early, a second '@'
-# is split at differently by each library (libpq looked up the host 'pw99@127.0.0.1': a DNS
-# query holding the password's tail).
+# A password pasted into a URL as it is: '/' (for redis-py '?' and '#' too) ends the host part
+# early, a second '@' is split at differently by each library (libpq looked up the host
+# 'pw99@127.0.0.1': a DNS query holding the password's tail). libpq reads '?' and '#' right.
 _UNENCODED = [
     "redis://:hunter2/pw99@127.0.0.1:1/0",
     "redis://someone:hunter2#pw99@127.0.0.1:1/0",
@@ -502,7 +502,7 @@ _UNENCODED = [
     "redis://:hunter2@pw99@127.0.0.1:1/0",
     "postgresql://postgres:hunter2@pw99@127.0.0.1:1/test",
     "postgresql://postgres:hunter2/pw99@127.0.0.1:1/test",
-    "postgres://postgres:hunter2?pw99@127.0.0.1:1/test",
+    "postgres://:hunter2/pw99@127.0.0.1:1/test",
 ]
 
 
@@ -521,3 +521,16 @@ def test_a_password_that_is_not_percent_encoded_is_refused_before_any_connection
         assert main(argv) == 2
         out, err = capsys.readouterr()
         assert "percent-encode" in err and "hunter2" not in out + err and "pw99" not in out + err
+
+
+@pytest.mark.parametrize("url", ["postgresql://postgres:hunter2#pw99@127.0.0.1:1/test",
+                                 "postgresql://postgres:hunter2?pw99@127.0.0.1:1/test"])
+def test_a_postgres_password_with_a_hash_or_question_mark_is_read_as_libpq_reads_it(url: str) -> None:
+    gate = open_gate(url, fallback=False, timeout_seconds=1.0)
+    try:
+        with pytest.raises(GateError) as info:  # port 1: nothing listens
+            gate.state("k")
+        texts = [repr(gate), str(info.value), str(info.value.__cause__)]
+        assert all("hunter2" not in t and "pw99" not in t for t in texts), texts
+    finally:
+        gate.close()

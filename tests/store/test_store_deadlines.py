@@ -299,7 +299,7 @@ def test_a_postgres_that_never_answers_is_a_store_error(stalling_proxy: Any) -> 
 @pytest.mark.parametrize("url", [
     "postgresql://postgres:hunter2@pw99@127.0.0.1:1/test",
     "postgresql://postgres:hunter2/pw99@127.0.0.1:1/test",
-    "postgres://postgres:hunter2#pw99@127.0.0.1:1/test",
+    "postgres://:hunter2/pw99@127.0.0.1:1/test",
 ])
 def test_a_password_that_is_not_percent_encoded_is_refused_before_any_connection(url: str) -> None:
     with pytest.raises(ConfigurationError, match="percent-encode") as info:
