@@ -10,8 +10,9 @@ from __future__ import annotations
 from urllib.parse import unquote, urlsplit
 
 from geotoolkit.errors import ConfigurationError
+from geotoolkit.redact import redact
 
-__all__ = ["BACKENDS", "backend_of", "check_userinfo", "sqlite_path"]
+__all__ = ["BACKENDS", "backend_of", "bad_dsn", "check_userinfo", "sqlite_path"]
 
 #: The backend each URL scheme selects.
 BACKENDS = {"memory": "memory", "sqlite": "sqlite", "redis": "redis", "rediss": "redis",
@@ -96,3 +97,20 @@ def _unencoded_userinfo(text: str, ends: str) -> bool:
     # "user:pass/rest@host": the host "user" with a port "pass", or no host at all.
     host, _, port = authority.rpartition(":")
     return not host or not port.isdigit()
+
+
+def bad_dsn(dsn: str, what: str, reason: object, secrets: tuple[str | None, ...] = ()) -> ConfigurationError:
+    """The error for a DSN its driver could not read, the DSN and the reason redacted.
+
+    The words of a ``key=value`` DSN that are no pair are hidden too: a password with a
+    space, not quoted, leaves its tail as one, and the driver's reason names it. Raise it
+    outside the ``except`` block of the driver's error, which holds that tail.
+
+    >>> print(bad_dsn("host=db password=hunter2 pw99", "cache",
+    ...               'missing "=" after "pw99" in connection info string'))
+    bad cache DSN 'host=db password=*** ***': missing "=" after "***" in connection info string \
+(quote a value with spaces or quotes in it: password='...')
+    """
+    hide = [*secrets, *([] if "://" in dsn else [w for w in dsn.split() if "=" not in w])]
+    return ConfigurationError(f"bad {what} DSN {redact(dsn, hide)!r}: {redact(reason, hide).strip()} "
+                              "(quote a value with spaces or quotes in it: password='...')")

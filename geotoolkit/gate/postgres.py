@@ -38,7 +38,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from geotoolkit.clock import Clock
-from geotoolkit.errors import ConfigurationError, GateError
+from geotoolkit.errors import GateError
 from geotoolkit.gate import _postgres_sql as sql
 from geotoolkit.gate._postgres_sql import SCHEMA, SWEEP
 from geotoolkit.gate.base import Aimd, check_timeout
@@ -59,7 +59,7 @@ from geotoolkit.gate.primitives import (
 )
 from geotoolkit.gate.strategy import FleetGate
 from geotoolkit.redact import redact
-from geotoolkit.urls import check_userinfo
+from geotoolkit.urls import bad_dsn, check_userinfo
 from geotoolkit.watchdog import Watchdog
 
 __all__ = ["PostgresGate", "PostgresStore", "init_schema"]
@@ -85,6 +85,15 @@ def _password(dsn: str) -> str | None:
     except psycopg.Error:
         return None
     return str(value) if value else None
+
+
+def _unreadable(dsn: str) -> str | None:
+    """Why the driver cannot read ``dsn`` (``None``: it can)."""
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        return str(exc)
+    return None
 
 
 #: PostgreSQL's largest timeout setting (milliseconds).
@@ -222,10 +231,9 @@ class PostgresStore(Primitives):
         check_userinfo(dsn, "PostgreSQL gate")
         self._password = _password(dsn)
         self.dsn = redact(dsn, [self._password])
-        try:
-            psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.Error as exc:
-            raise ConfigurationError(f"bad PostgreSQL gate DSN {self.dsn!r}") from exc
+        reason = _unreadable(dsn)
+        if reason is not None:  # raised here: the driver's error, which names it, is not chained
+            raise bad_dsn(dsn, "PostgreSQL gate", reason, (self._password,))
         self._dsn = dsn
         self._timeout = check_timeout(timeout_seconds)
         self._lock = threading.Lock()

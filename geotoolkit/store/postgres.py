@@ -29,7 +29,6 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 
 from geotoolkit.clock import Clock
-from geotoolkit.errors import ConfigurationError
 from geotoolkit.redact import redact
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
@@ -42,7 +41,7 @@ from geotoolkit.store.base import (
     decode,
     encode,
 )
-from geotoolkit.urls import check_userinfo
+from geotoolkit.urls import bad_dsn, check_userinfo
 from geotoolkit.watchdog import Watchdog
 
 __all__ = ["TABLE", "PostgresStore"]
@@ -102,6 +101,14 @@ _SELECT = f"SELECT key, {', '.join(COLUMNS)} FROM {TABLE} WHERE key = ANY(%s)"
 _CHUNK = 5000
 
 
+def _read(dsn: str) -> tuple[dict[str, Any] | None, str]:
+    """The DSN's parameters, or ``None`` and why the driver cannot read it."""
+    try:
+        return psycopg.conninfo.conninfo_to_dict(dsn), ""
+    except psycopg.Error as exc:
+        return None, str(exc)
+
+
 def _table_current(conn: psycopg.Connection[Any]) -> bool:
     row = conn.execute(_CURRENT, (_MARK,)).fetchone()
     return bool(row and row[0])
@@ -142,10 +149,9 @@ class PostgresStore:
         check_userinfo(dsn, "PostgreSQL cache")
         self._password: str | None = None
         self.dsn = redact(dsn)
-        try:
-            given = psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.Error as exc:
-            raise ConfigurationError(f"bad PostgreSQL cache DSN {self.dsn!r}") from exc
+        given, reason = _read(dsn)
+        if given is None:  # raised here: the driver's error, which names it, is not chained
+            raise bad_dsn(dsn, "PostgreSQL cache", reason)
         self._password = str(given.get("password") or "") or None
         self.dsn = redact(dsn, [self._password])
         self._dsn = dsn

@@ -534,3 +534,13 @@ def test_a_postgres_password_with_a_hash_or_question_mark_is_read_as_libpq_reads
         assert all("hunter2" not in t and "pw99" not in t for t in texts), texts
     finally:
         gate.close()
+
+
+def test_a_dsn_with_an_unquoted_password_with_a_space_hides_both_halves() -> None:
+    from geotoolkit.errors import ConfigurationError
+    from geotoolkit.gate.postgres import PostgresGate
+
+    with pytest.raises(ConfigurationError, match="quote") as info:
+        PostgresGate("host=127.0.0.1 password=hunter2 pw99 dbname=test")
+    shown = "".join(str(e) for e in (info.value, info.value.__cause__, info.value.__context__))
+    assert "hunter2" not in shown and "pw99" not in shown

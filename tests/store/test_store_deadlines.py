@@ -312,3 +312,12 @@ def test_a_url_of_no_cache_with_a_password_that_is_not_percent_encoded_is_not_sh
     with pytest.raises(ConfigurationError, match="percent-encode") as info:
         open_store("redis://:hunter2@pw99@127.0.0.1:6379/0")
     assert "hunter2" not in str(info.value) and "pw99" not in str(info.value)
+
+
+def test_a_dsn_with_an_unquoted_password_with_a_space_hides_both_halves() -> None:
+    from geotoolkit.store.postgres import PostgresStore
+
+    with pytest.raises(ConfigurationError, match="quote") as info:
+        PostgresStore("host=127.0.0.1 password=hunter2 pw99 dbname=test")
+    shown = "".join(str(e) for e in (info.value, info.value.__cause__, info.value.__context__))
+    assert "hunter2" not in shown and "pw99" not in shown
