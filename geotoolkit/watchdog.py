@@ -26,8 +26,9 @@ _IDLE_SECONDS = 30.0
 class Watchdog:
     """Shuts a socket down when the call guarding it outlives ``seconds``.
 
-    One call at a time (the caller holds its connection's lock); ``fired`` tells whether
-    the last guarded call was cut short.
+    One call at a time (the caller holds its connection's lock); a call of many statements
+    calls ``feed`` before each, so the deadline is one statement's, as the server's
+    ``statement_timeout``. ``fired`` tells whether the last guarded call was cut short.
 
     >>> import socket
     >>> a, b = socket.socketpair()
@@ -63,6 +64,12 @@ class Watchdog:
         finally:
             with self._cond:
                 self._armed = None
+
+    def feed(self) -> None:
+        """The guarded call goes on to its next statement: its deadline starts again."""
+        with self._cond:
+            if self._armed is not None:
+                self._armed = (self._armed[0], time.monotonic() + self.seconds)
 
     def _watch(self) -> None:
         with self._cond:

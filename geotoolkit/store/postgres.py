@@ -235,6 +235,7 @@ class PostgresStore:
         def body(conn: psycopg.Connection[Any]) -> list[tuple[str, Row]]:
             found: list[tuple[str, Row]] = []
             for start in range(0, len(unique), _CHUNK):
+                self._watchdog.feed()  # each statement has its deadline
                 rows = conn.execute(_SELECT, (unique[start:start + _CHUNK],)).fetchall()
                 found.extend((r[0], tuple(r[1:])) for r in rows)
             return found
@@ -256,7 +257,9 @@ class PostgresStore:
 
         def body(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction(), conn.cursor() as cursor:
-                cursor.executemany(_UPSERT, rows)
+                for start in range(0, len(rows), _CHUNK):
+                    self._watchdog.feed()  # each chunk has its deadline
+                    cursor.executemany(_UPSERT, rows[start:start + _CHUNK])
 
         self._call(body)
 
