@@ -148,24 +148,28 @@ def _schema_current(conn: psycopg.Connection[Any]) -> bool:
     return bool(row and row[0])
 
 
-def _create_schema(conn: psycopg.Connection[Any], *, repair: bool = False) -> None:
+def _create_schema(conn: psycopg.Connection[Any], *, repair: bool = False,
+                   feed: Callable[[], None] = lambda: None) -> None:
     """Create or update the schema, unless it is in place (``repair``: a part of it was
-    found missing, which its mark cannot tell)."""
+    found missing, which its mark cannot tell); ``feed`` before each statement (the
+    client-side deadline is one statement's)."""
     if repair or not _schema_current(conn):  # in place: nothing to create (nor the right to)
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
             if repair or not _schema_current(conn):  # again, now that no one else can create it
                 for statement in SCHEMA:
+                    feed()
                     conn.execute(statement)
                 conn.execute(f"COMMENT ON TABLE geotoolkit_gate IS '{sql.MARK}'")
     # Housekeeping, after the schema is committed: a sweep that runs out of time
     # (a row held by someone else) must not turn the first gate call into an error.
     with contextlib.suppress(psycopg.Error):
-        _sweep(conn)
+        _sweep(conn, feed)
 
 
-def _sweep(conn: psycopg.Connection[Any]) -> None:
+def _sweep(conn: psycopg.Connection[Any], feed: Callable[[], None]) -> None:
     for statement in SWEEP:
+        feed()
         conn.execute(statement)
 
 
@@ -273,7 +277,7 @@ class PostgresStore(Primitives):
 
     def _ready(self, conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
         if not self._schema_ready:
-            _create_schema(conn, repair=self._schema_lost)
+            _create_schema(conn, repair=self._schema_lost, feed=self._watchdog.feed)
             self._schema_ready, self._schema_lost = True, False
         return conn
 
@@ -316,13 +320,13 @@ class PostgresStore(Primitives):
             self._last_sweep = time.monotonic()
             # Housekeeping only: a failure must not turn a made reservation into an error.
             with contextlib.suppress(psycopg.Error):
-                _sweep(conn)
+                _sweep(conn, self._watchdog.feed)
 
     # -- the primitives -----------------------------------------------------------
 
     def init_schema(self) -> None:
         """Create (or update) the tables and functions now; idempotent."""
-        self._call("create its schema", _create_schema)
+        self._call("create its schema", lambda conn: _create_schema(conn, feed=self._watchdog.feed))
 
     def run(self, ops: Sequence[Op]) -> list[Any]:
         if not ops:
