@@ -160,7 +160,9 @@ def _create_schema(conn: psycopg.Connection[Any], *, repair: bool = False,
                 for statement in SCHEMA:
                     feed()
                     conn.execute(statement)
-                conn.execute(f"COMMENT ON TABLE geotoolkit_gate IS '{sql.MARK}'")
+                # Only its owner may mark it (a savepoint: the rest stands without the mark).
+                with contextlib.suppress(pg_errors.InsufficientPrivilege), conn.transaction():
+                    conn.execute(f"COMMENT ON TABLE geotoolkit_gate IS '{sql.MARK}'")
     # Housekeeping, after the schema is committed: a sweep that runs out of time
     # (a row held by someone else) must not turn the first gate call into an error.
     with contextlib.suppress(psycopg.Error):

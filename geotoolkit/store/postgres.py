@@ -122,7 +122,9 @@ def _create_table(conn: psycopg.Connection[Any]) -> None:
             if not _table_current(conn):  # again, now that no other session can create it
                 conn.execute(_SCHEMA)
                 conn.execute(_MIGRATE)
-                conn.execute(f"COMMENT ON TABLE {TABLE} IS '{_MARK}'")
+                # Only its owner may mark it (a savepoint: the rest stands without the mark).
+                with contextlib.suppress(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                    conn.execute(f"COMMENT ON TABLE {TABLE} IS '{_MARK}'")
 
 
 class PostgresStore:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import stat
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -321,3 +322,30 @@ def test_a_dsn_with_an_unquoted_password_with_a_space_hides_both_halves() -> Non
         PostgresStore("host=127.0.0.1 password=hunter2 pw99 dbname=test")
     shown = "".join(str(e) for e in (info.value, info.value.__cause__, info.value.__context__))
     assert "hunter2" not in shown and "pw99" not in shown
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_create_but_does_not_own_an_unmarked_table_uses_it(schema_dsn: str) -> None:
+    """A table an earlier version made (no mark), owned by someone else: a user with CREATE
+    on the schema ran its CREATE ... IF NOT EXISTS before; marking it is its owner's to do."""
+    import psycopg
+
+    from geotoolkit.store.postgres import _SCHEMA, PostgresStore
+
+    role = f"gt_user_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(schema_dsn, autocommit=True) as conn:
+        conn.execute(_SCHEMA)  # as an earlier version left it: no mark
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]  # type: ignore[index]
+        conn.execute(f"CREATE ROLE {role}")
+        conn.execute(f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}")
+    store = PostgresStore(psycopg.conninfo.make_conninfo(schema_dsn, options=f"-c search_path={schema} "
+                                                         f"-c role={role}"), timeout_seconds=2.0)
+    try:
+        store.put("k", Match(lon=1.0, lat=2.0))
+        assert store.get_many(["k"]) == {"k": Match(lon=1.0, lat=2.0)}
+    finally:
+        store.close()
+        with psycopg.connect(schema_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
