@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from urllib.parse import unquote, urlsplit
 
-__all__ = ["BACKENDS", "backend_of", "sqlite_path"]
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.redact import redact
+
+__all__ = ["BACKENDS", "backend_of", "bad_dsn", "check_userinfo", "sqlite_path"]
 
 #: The backend each URL scheme selects.
 BACKENDS = {"memory": "memory", "sqlite": "sqlite", "redis": "redis", "rediss": "redis",
@@ -51,3 +54,63 @@ def sqlite_path(url: str) -> str | None:
     rest = unquote(url.split("://", 1)[1]) if "://" in url else ""
     path = rest[1:] if rest.startswith("/") else rest
     return path or None
+
+
+def check_userinfo(url: str, what: str) -> None:
+    """Refuse a URL whose password holds ``@`` or ``/`` (and for Redis ``?`` or ``#``) as
+    they are, not percent-encoded.
+
+    The library then reads the URL wrongly: ``/`` (for redis-py, which parses with
+    ``urllib``, ``?`` and ``#`` too) ends the host part inside the password, and a second
+    ``@`` is split at the first (libpq) or the last; the pieces become a port, a database
+    or a host name to look up (a DNS query holding the password's tail), and turn up in
+    the library's error. libpq reads ``?`` and ``#`` in a password right: those pass.
+    ``what`` names the URL in the message, which shows none of it. A ``key=value`` DSN
+    passes.
+
+    >>> check_userinfo("postgresql://u:p%40ss@db:5432/x?user=me@srv", "gate")
+    >>> check_userinfo("postgresql://u:pa#ss@db/x", "gate")
+    >>> check_userinfo("redis://:pa/ss@127.0.0.1:6379/0", "Redis gate")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: the Redis gate URL (redis://...) has a password \
+with @ / ? or # in it as it is: percent-encode it, e.g. urllib.parse.quote(password, safe='') \
+(the URL is not shown, in case the rest is a secret)
+    """
+    text = url.strip() if isinstance(url, str) else ""
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme and _unencoded_userinfo(text, "/" if BACKENDS.get(scheme) == "postgres" else "/?#"):
+        raise ConfigurationError(
+            f"the {what} URL ({scheme}://...) has a password with @ / ? or # in it as it is: "
+            "percent-encode it, e.g. urllib.parse.quote(password, safe='') (the URL is not "
+            "shown, in case the rest is a secret)") from None
+
+
+def _unencoded_userinfo(text: str, ends: str) -> bool:
+    """Whether the user info of ``scheme://...`` is ambiguous, the host part ending at ``ends``."""
+    rest = text.split("://", 1)[1]
+    authority = rest[:min((rest.find(c) for c in ends if c in rest), default=len(rest))]
+    if authority.count("@") > 1:
+        return True
+    if "@" in authority or "@" not in rest or ":" not in authority or authority.endswith("]"):
+        return False
+    # "user:pass/rest@host": the host "user" with a port "pass", or no host at all.
+    host, _, port = authority.rpartition(":")
+    return not host or not port.isdigit()
+
+
+def bad_dsn(dsn: str, what: str, reason: object, secrets: tuple[str | None, ...] = ()) -> ConfigurationError:
+    """The error for a DSN its driver could not read, the DSN and the reason redacted.
+
+    The words of a ``key=value`` DSN that are no pair are hidden too: a password with a
+    space, not quoted, leaves its tail as one, and the driver's reason names it. Raise it
+    outside the ``except`` block of the driver's error, which holds that tail.
+
+    >>> print(bad_dsn("host=db password=hunter2 pw99", "cache",
+    ...               'missing "=" after "pw99" in connection info string'))
+    bad cache DSN 'host=db password=*** ***': missing "=" after "***" in connection info string \
+(quote a value with spaces or quotes in it: password='...')
+    """
+    hide = [*secrets, *([] if "://" in dsn else [w for w in dsn.split() if "=" not in w])]
+    return ConfigurationError(f"bad {what} DSN {redact(dsn, hide)!r}: {redact(reason, hide).strip()} "
+                              "(quote a value with spaces or quotes in it: password='...')")

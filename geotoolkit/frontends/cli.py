@@ -45,7 +45,9 @@ from geotoolkit.orchestration.reverse_input import read_csv_text, reverse_job_fr
 from geotoolkit.progress import Event, ProgressSink, Tally
 from geotoolkit.providers import PROVIDERS, get_provider
 from geotoolkit.providers.nominatim import PUBLIC_NOMINATIM
+from geotoolkit.redact import redact
 from geotoolkit.results import REVERSE_DECIMALS
+from geotoolkit.urls import backend_of, check_userinfo
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -383,8 +385,13 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _gate_init(url: str) -> int:
-    if url.split(":", 1)[0] not in ("postgresql", "postgres"):
-        print(f"nothing to initialise for {url.split(':', 1)[0]}: created on first use")
+    backend = backend_of(url)
+    if backend is None:  # a key=value DSN, another database: shown redacted, as every URL
+        raise ConfigurationError(f"not a gate URL: {redact(url)} (use postgresql://...; "
+                                 "sqlite:///path, redis://... and memory:// need no init)")
+    check_userinfo(url, "gate")
+    if backend != "postgres":
+        print(f"nothing to initialise for {backend}: created on first use")
         return 0
     from geotoolkit.gate.postgres import init_schema
 

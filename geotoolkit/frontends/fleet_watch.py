@@ -379,7 +379,10 @@ def run_status(args: argparse.Namespace, *, sleep: Callable[[float], None],
     password = _password(url)
     shown = redact(url, [password])
     selection = select(args.provider, args.rate)
-    gate = _open(url)
+    try:
+        gate = _open(url)
+    except GateError as exc:  # a SQLite file opens at once: not a database, locked, ...
+        raise ConfigurationError(redact(f"gate {shown} unreachable: {exc}", [password])) from None
     screen = _Screen(out, shown, gate.backend, selection.label, args.json,
                      in_place=args.watch is not None and not args.json and out.isatty())
     try:

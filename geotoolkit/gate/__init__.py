@@ -21,7 +21,7 @@ from geotoolkit.gate.base import (
 from geotoolkit.gate.memory import MemoryGate
 from geotoolkit.gate.sqlite import SQLiteGate, default_gate_path
 from geotoolkit.redact import redact
-from geotoolkit.urls import backend_of, sqlite_path
+from geotoolkit.urls import backend_of, check_userinfo, sqlite_path
 
 __all__ = [
     "Aimd",
@@ -69,6 +69,7 @@ def open_gate(
         if isinstance(url, Gate):
             return url
         raise ConfigurationError(f"gate must be a URL or a Gate, got {type(url).__name__}")
+    check_userinfo(url, "gate")
     backend = backend_of(url)
     if backend == "memory":
         return MemoryGate(clock=clock)

@@ -11,14 +11,18 @@ are deleted opportunistically.
 
 Create the schema ahead of time with ``geotoolkit gate init URL`` (``init_schema``),
 or let the first gate call do it; a schema from an earlier version is upgraded in
-place.
+place. A schema in place (its table's comment marks its version) is used as it is:
+workers then need only ``SELECT, INSERT, UPDATE, DELETE`` on its tables.
 
 Nothing waits forever: the session has a ``statement_timeout`` of
 ``timeout_seconds`` and a ``lock_timeout`` of 90 % of it (besides
 ``connect_timeout`` and ``tcp_user_timeout``), so a row held by another session
 (``SELECT ... FOR UPDATE`` left open), a ``LOCK TABLE``, a ``VACUUM FULL`` or an
 ``ALTER`` turns a gate call into a ``GateError`` after about that long
-(``FallbackGate`` then paces locally until the lock is gone).
+(``FallbackGate`` then paces locally until the lock is gone). A session that never
+answers (a hung backend, a pooler holding the query), which the server's deadlines
+cannot end, is cut by this client after twice ``timeout_seconds`` and a second
+(``geotoolkit.watchdog``); the next call dials a new one.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from geotoolkit.clock import Clock
-from geotoolkit.errors import ConfigurationError, GateError
+from geotoolkit.errors import GateError
 from geotoolkit.gate import _postgres_sql as sql
 from geotoolkit.gate._postgres_sql import SCHEMA, SWEEP
 from geotoolkit.gate.base import Aimd, check_timeout
@@ -55,6 +59,8 @@ from geotoolkit.gate.primitives import (
 )
 from geotoolkit.gate.strategy import FleetGate
 from geotoolkit.redact import redact
+from geotoolkit.urls import bad_dsn, check_userinfo
+from geotoolkit.watchdog import Watchdog
 
 __all__ = ["PostgresGate", "PostgresStore", "init_schema"]
 
@@ -81,6 +87,15 @@ def _password(dsn: str) -> str | None:
     return str(value) if value else None
 
 
+def _unreadable(dsn: str) -> str | None:
+    """Why the driver cannot read ``dsn`` (``None``: it can)."""
+    try:
+        psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        return str(exc)
+    return None
+
+
 #: PostgreSQL's largest timeout setting (milliseconds).
 _MAX_TIMEOUT_MS = 2_147_483_647
 
@@ -104,7 +119,7 @@ def _error_text(exc: BaseException, secrets: list[str | None]) -> str:
     return redact(f"{type(exc).__name__}: {text}", secrets)
 
 
-def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
+def _connect(dsn: str, timeout_seconds: float, watchdog: Watchdog) -> psycopg.Connection[Any]:
     params: dict[str, Any] = {"autocommit": True, "application_name": "geotoolkit-gate"}
     given = psycopg.conninfo.conninfo_to_dict(dsn)
     if "connect_timeout" not in given:
@@ -117,28 +132,46 @@ def _connect(dsn: str, timeout_seconds: float) -> psycopg.Connection[Any]:
         # a hung query becomes an error, never a wait for ever. Cap counters are the
         # only logged writes; losing the last fraction of a second of them in a
         # server crash is fine, waiting for an fsync per send is not.
-        conn.execute("SELECT set_config('lock_timeout', %s, false), "
-                     "set_config('statement_timeout', %s, false), "
-                     "set_config('synchronous_commit', 'off', false)", _deadlines(timeout_seconds))
+        with watchdog.guard(conn.fileno()):
+            conn.execute("SELECT set_config('lock_timeout', %s, false), "
+                         "set_config('statement_timeout', %s, false), "
+                         "set_config('synchronous_commit', 'off', false)",
+                         _deadlines(timeout_seconds))
     except BaseException:
         conn.close()
         raise
     return conn
 
 
-def _create_schema(conn: psycopg.Connection[Any]) -> None:
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        for statement in SCHEMA:
-            conn.execute(statement)
+def _schema_current(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute(sql.CURRENT, {"mark": sql.MARK}).fetchone()
+    return bool(row and row[0])
+
+
+def _create_schema(conn: psycopg.Connection[Any], *, repair: bool = False,
+                   feed: Callable[[], None] = lambda: None) -> None:
+    """Create or update the schema, unless it is in place (``repair``: a part of it was
+    found missing, which its mark cannot tell); ``feed`` before each statement (the
+    client-side deadline is one statement's)."""
+    if repair or not _schema_current(conn):  # in place: nothing to create (nor the right to)
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            if repair or not _schema_current(conn):  # again, now that no one else can create it
+                for statement in SCHEMA:
+                    feed()
+                    conn.execute(statement)
+                # Only its owner may mark it (a savepoint: the rest stands without the mark).
+                with contextlib.suppress(pg_errors.InsufficientPrivilege), conn.transaction():
+                    conn.execute(f"COMMENT ON TABLE geotoolkit_gate IS '{sql.MARK}'")
     # Housekeeping, after the schema is committed: a sweep that runs out of time
     # (a row held by someone else) must not turn the first gate call into an error.
     with contextlib.suppress(psycopg.Error):
-        _sweep(conn)
+        _sweep(conn, feed)
 
 
-def _sweep(conn: psycopg.Connection[Any]) -> None:
+def _sweep(conn: psycopg.Connection[Any], feed: Callable[[], None]) -> None:
     for statement in SWEEP:
+        feed()
         conn.execute(statement)
 
 
@@ -201,17 +234,20 @@ class PostgresStore(Primitives):
     clock: Clock | None = None  # the server's clock_timestamp() is the truth
 
     def __init__(self, dsn: str, *, timeout_seconds: float = 5.0) -> None:
+        check_userinfo(dsn, "PostgreSQL gate")
         self._password = _password(dsn)
         self.dsn = redact(dsn, [self._password])
-        try:
-            psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.Error as exc:
-            raise ConfigurationError(f"bad PostgreSQL gate DSN {self.dsn!r}") from exc
+        reason = _unreadable(dsn)
+        if reason is not None:  # raised here: the driver's error, which names it, is not chained
+            raise bad_dsn(dsn, "PostgreSQL gate", reason, (self._password,))
         self._dsn = dsn
         self._timeout = check_timeout(timeout_seconds)
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._schema_ready = False
+        self._schema_lost = False
+        # The server keeps the deadlines above; a server that never answers is cut here.
+        self._watchdog = Watchdog(2 * self._timeout + 1.0)
         self._last_sweep = time.monotonic()
 
     # -- plumbing ---------------------------------------------------------------
@@ -220,6 +256,12 @@ class PostgresStore(Primitives):
         message = _error_text(exc, [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
+        elif self._watchdog.fired:
+            message = (f"no answer within {self._watchdog.seconds:g} s (a hung server, or a pooler "
+                       f"holding the query): {message}")
+        elif isinstance(exc, pg_errors.InsufficientPrivilege) and not self._schema_ready:
+            message += (" (the gate's tables are missing or from another version, and this user"
+                        " may not create them: run `geotoolkit gate init URL` as their owner)")
         raise GateError(f"PostgreSQL gate at {self.dsn} failed to {action}: {message}",
                         backend="postgres") from exc
 
@@ -231,30 +273,41 @@ class PostgresStore(Primitives):
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            self._conn = _connect(self._dsn, self._timeout)
-        if not self._schema_ready:
-            _create_schema(self._conn)
-            self._schema_ready = True
+            self._watchdog.fired = False
+            self._conn = _connect(self._dsn, self._timeout, self._watchdog)
         return self._conn
+
+    def _ready(self, conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+        if not self._schema_ready:
+            _create_schema(conn, repair=self._schema_lost, feed=self._watchdog.feed)
+            self._schema_ready, self._schema_lost = True, False
+        return conn
 
     def _call(self, action: str, body: Callable[[psycopg.Connection[Any]], T]) -> T:
         with self._lock:
             for attempt in (1, 2):
+                dialled = self._conn is not None and not self._conn.closed
+                started = time.monotonic()
                 try:
-                    return body(self._connection())
+                    conn = self._connection()
+                    with self._watchdog.guard(conn.fileno()):
+                        return body(self._ready(conn))
                 except (pg_errors.UndefinedTable, pg_errors.UndefinedFunction) as exc:
                     # Someone dropped the schema under us: recreate it, once (the batch
                     # was one transaction: nothing of it was applied).
-                    self._schema_ready = False
+                    self._schema_ready, self._schema_lost = False, True
                     if attempt == 2:
                         self._fail(action, exc)
-                except psycopg.Error as exc:
-                    if not self._healthy(exc):
+                except (psycopg.Error, OSError) as exc:
+                    if isinstance(exc, OSError) or not self._healthy(exc):
                         self._drop_connection()
-                    self._fail(action, exc)
-                except OSError as exc:
-                    self._drop_connection()
-                    self._fail(action, exc)
+                    # A session the server ended while it was idle (an admin, a restart, a
+                    # failover): dial again, once, within the deadline. The batch was one
+                    # transaction, lost with the session. A fresh session's error is the answer.
+                    if not (attempt == 1 and dialled and self._conn is None
+                            and not isinstance(exc, _TIMED_OUT)
+                            and time.monotonic() - started < self._timeout):
+                        self._fail(action, exc)
             raise AssertionError("unreachable")  # pragma: no cover
 
     def _healthy(self, exc: psycopg.Error) -> bool:
@@ -269,13 +322,13 @@ class PostgresStore(Primitives):
             self._last_sweep = time.monotonic()
             # Housekeeping only: a failure must not turn a made reservation into an error.
             with contextlib.suppress(psycopg.Error):
-                _sweep(conn)
+                _sweep(conn, self._watchdog.feed)
 
     # -- the primitives -----------------------------------------------------------
 
     def init_schema(self) -> None:
         """Create (or update) the tables and functions now; idempotent."""
-        self._call("create its schema", _create_schema)
+        self._call("create its schema", lambda conn: _create_schema(conn, feed=self._watchdog.feed))
 
     def run(self, ops: Sequence[Op]) -> list[Any]:
         if not ops:
@@ -303,6 +356,7 @@ class PostgresStore(Primitives):
     def close(self) -> None:
         with self._lock:
             self._drop_connection()
+            self._watchdog.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.dsn!r})"
@@ -312,7 +366,8 @@ class PostgresGate(FleetGate):
     """Gate state in PostgreSQL tables, shared by every process that can reach it.
 
     One autocommit connection guarded by a lock, opened on first use and reopened
-    after a failure. ``clock`` is this host's clock, used only to estimate the
+    after a failure (within the same call when the server ended the session while the
+    gate was idle: an admin, a restart, a failover). ``clock`` is this host's clock, used only to estimate the
     server's between replies: the server's ``clock_timestamp()`` is the truth.
     ``timeout_seconds`` bounds connecting and every statement (lock waits
     included). The password (in the URL's user info, ``?password=`` or

@@ -51,6 +51,7 @@ from geotoolkit.gate.primitives import (
 )
 from geotoolkit.gate.strategy import FleetGate
 from geotoolkit.redact import redact
+from geotoolkit.urls import check_userinfo
 
 __all__ = ["RedisGate", "RedisStore"]
 
@@ -80,6 +81,7 @@ class RedisStore(Primitives):
         if not (math.isfinite(key_ttl_seconds) and key_ttl_seconds > 0):
             raise ConfigurationError("key_ttl_seconds must be finite and > 0")
         timeout_seconds = check_timeout(timeout_seconds)
+        check_userinfo(url, "Redis gate")
         self.key_ttl_seconds = float(key_ttl_seconds)
         self._password: str | None = None
         self.url = redact(url)

@@ -31,7 +31,7 @@ from geotoolkit.providers.registry import resolve_provider
 from geotoolkit.redact import redact
 from geotoolkit.results import PRECISIONS, Precision
 from geotoolkit.store import DEFAULT_NO_MATCH_TTL_SECONDS
-from geotoolkit.urls import backend_of
+from geotoolkit.urls import backend_of, check_userinfo
 
 __all__ = ["CACHE_URL_ENV", "GATE_URL_ENV", "GeocodeOptions", "option_names", "with_options_signature"]
 
@@ -69,6 +69,7 @@ def _check_gate(gate: object) -> None:
     if gate is None:
         return
     if isinstance(gate, str):
+        check_userinfo(gate, "gate")
         backend = backend_of(gate)
         if backend is None:
             raise ConfigurationError(
@@ -97,6 +98,7 @@ def _check_cache(cache: object) -> None:
     if isinstance(cache, str):
         if cache.strip().lower() == "none":
             return
+        check_userinfo(cache, "cache")
         if backend_of(cache) not in ("memory", "sqlite", "postgres"):
             raise ConfigurationError(
                 f"unknown cache URL {redact(cache)!r}: use None (the default SQLite file), False, "

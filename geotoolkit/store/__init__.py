@@ -30,7 +30,7 @@ from geotoolkit.redact import redact
 from geotoolkit.store.base import DEFAULT_NO_MATCH_TTL_SECONDS, ResultStore, StoreError
 from geotoolkit.store.memory import MemoryStore
 from geotoolkit.store.sqlite import SQLiteStore, default_store_path
-from geotoolkit.urls import backend_of, sqlite_path
+from geotoolkit.urls import backend_of, check_userinfo, sqlite_path
 
 __all__ = [
     "DEFAULT_NO_MATCH_TTL_SECONDS",
@@ -71,6 +71,7 @@ def open_store(
             store: ResultStore = cache
             return store
         raise ConfigurationError(f"cache must be a URL, a path, None or False, got {cache!r}")
+    check_userinfo(cache, "cache")
     backend = backend_of(cache)
     if backend == "memory":
         return MemoryStore(**options)

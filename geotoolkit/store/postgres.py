@@ -1,29 +1,34 @@
 """The team result store: one PostgreSQL table, created on first use (psycopg 3).
 
 One autocommit connection guarded by a lock, opened on first use and reopened
-after a failure; every ``put`` is committed at once. ``stored_at`` is written
+after a failure (within the same call when the server ended the session while the
+store was idle: an admin, a restart, a failover); every ``put`` is committed at once. ``stored_at`` is written
 from the injected clock (host time), which is only used for no-match expiry.
 
 Every statement has a deadline (the session's ``lock_timeout`` and
 ``statement_timeout``, besides ``connect_timeout`` and ``tcp_user_timeout``): a
-row or table locked by another session turns a call into a ``StoreError``.
+row or table locked by another session turns a call into a ``StoreError``; a session
+that never answers (a hung backend, a pooler holding the query) is cut by this client
+after twice the deadline and a second (``geotoolkit.watchdog``).
 Schema v2 added ``precision``, ``score`` and ``place``; a table from before is
 upgraded in place on first use (under the schema's advisory lock, taking the
-table lock only when a column is missing).
+table lock only when a column is missing). A table in place (its comment marks its
+version) is used as it is: users then need only ``SELECT, INSERT, UPDATE, DELETE`` on it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import psycopg
 
 from geotoolkit.clock import Clock
-from geotoolkit.errors import ConfigurationError
 from geotoolkit.redact import redact
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
@@ -36,6 +41,8 @@ from geotoolkit.store.base import (
     decode,
     encode,
 )
+from geotoolkit.urls import bad_dsn, check_userinfo
+from geotoolkit.watchdog import Watchdog
 
 __all__ = ["TABLE", "PostgresStore"]
 
@@ -73,6 +80,16 @@ DO $$ BEGIN
     END IF;
 END $$
 """
+#: The comment the table carries once ``_SCHEMA`` and ``_MIGRATE`` ran: a digest of them, so a
+#: table in place is used as it is, by a user who may not create or alter anything, and any
+#: change to them brings it up to date.
+_MARK = "geotoolkit cache schema " + hashlib.sha256((_SCHEMA + _MIGRATE).encode()).hexdigest()[:16]
+#: Whether the schema tables are created in (``current_schema()``) holds it, marked.
+_CURRENT = f"""
+    SELECT obj_description(c.oid, 'pg_class') = %s
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.relname = '{TABLE}' AND n.nspname = current_schema()
+"""
 #: PostgreSQL's largest timeout setting (milliseconds).
 _MAX_TIMEOUT_MS = 2_147_483_647
 #: Errors of a statement that ran out of time (the connection itself is fine).
@@ -82,6 +99,32 @@ _UPSERT = (f"INSERT INTO {TABLE} (key, {', '.join(COLUMNS)}) "
            + ", ".join(f"{c} = excluded.{c}" for c in COLUMNS))
 _SELECT = f"SELECT key, {', '.join(COLUMNS)} FROM {TABLE} WHERE key = ANY(%s)"
 _CHUNK = 5000
+
+
+def _read(dsn: str) -> tuple[dict[str, Any] | None, str]:
+    """The DSN's parameters, or ``None`` and why the driver cannot read it."""
+    try:
+        return psycopg.conninfo.conninfo_to_dict(dsn), ""
+    except psycopg.Error as exc:
+        return None, str(exc)
+
+
+def _table_current(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute(_CURRENT, (_MARK,)).fetchone()
+    return bool(row and row[0])
+
+
+def _create_table(conn: psycopg.Connection[Any]) -> None:
+    """Create or upgrade the table, unless it is in place (nothing to do, nor the right to)."""
+    if not _table_current(conn):
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            if not _table_current(conn):  # again, now that no other session can create it
+                conn.execute(_SCHEMA)
+                conn.execute(_MIGRATE)
+                # Only its owner may mark it (a savepoint: the rest stands without the mark).
+                with contextlib.suppress(psycopg.errors.InsufficientPrivilege), conn.transaction():
+                    conn.execute(f"COMMENT ON TABLE {TABLE} IS '{_MARK}'")
 
 
 class PostgresStore:
@@ -105,12 +148,12 @@ class PostgresStore:
                  no_match_ttl_seconds: float | None = DEFAULT_NO_MATCH_TTL_SECONDS,
                  timeout_seconds: float = 5.0) -> None:
         self._expiry = Expiry.build(no_match_ttl_seconds, clock)
+        check_userinfo(dsn, "PostgreSQL cache")
         self._password: str | None = None
         self.dsn = redact(dsn)
-        try:
-            given = psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.Error as exc:
-            raise ConfigurationError(f"bad PostgreSQL cache DSN {self.dsn!r}") from exc
+        given, reason = _read(dsn)
+        if given is None:  # raised here: the driver's error, which names it, is not chained
+            raise bad_dsn(dsn, "PostgreSQL cache", reason)
         self._password = str(given.get("password") or "") or None
         self.dsn = redact(dsn, [self._password])
         self._dsn = dsn
@@ -118,12 +161,21 @@ class PostgresStore:
         self._timeout = check_timeout(timeout_seconds)
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
+        self._table_ready = False
+        # The server keeps the deadlines; a server that never answers is cut here.
+        self._watchdog = Watchdog(2 * self._timeout + 1.0)
 
     def _fail(self, exc: BaseException) -> NoReturn:
         text = str(exc).split("\nCONTEXT:", 1)[0].strip()  # not the SQL that ran
         message = redact(f"{type(exc).__name__}: {text}", [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
+        elif self._watchdog.fired:
+            message = (f"no answer within {self._watchdog.seconds:g} s (a hung server, or a pooler "
+                       f"holding the query): {message}")
+        elif isinstance(exc, psycopg.errors.InsufficientPrivilege) and not self._table_ready:
+            message += (f" (the table {TABLE} is missing or from another version, and this user "
+                        "may not create it: open the cache once as a user who may)")
         raise StoreError(f"PostgreSQL cache at {self.dsn} failed: {message}",
                          backend="postgres") from exc
 
@@ -134,17 +186,17 @@ class PostgresStore:
                 params["connect_timeout"] = max(1, math.ceil(self._timeout))
             if "tcp_user_timeout" not in self._given:
                 params["tcp_user_timeout"] = min(_MAX_TIMEOUT_MS, max(1, math.ceil(self._timeout * 1000)))
+            self._watchdog.fired = False
             conn = psycopg.connect(self._dsn, **params)
             try:
                 # A lock wait gives up a little earlier, so it is reported as one.
                 deadlines = tuple(f"{min(_MAX_TIMEOUT_MS, max(1, math.ceil(self._timeout * share)))}ms"
                                   for share in (900, 1000))
-                conn.execute("SELECT set_config('lock_timeout', %s, false), "
-                             "set_config('statement_timeout', %s, false)", deadlines)
-                with conn.transaction():
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                    conn.execute(_SCHEMA)
-                    conn.execute(_MIGRATE)
+                with self._watchdog.guard(conn.fileno()):
+                    conn.execute("SELECT set_config('lock_timeout', %s, false), "
+                                 "set_config('statement_timeout', %s, false)", deadlines)
+                    _create_table(conn)
+                self._table_ready = True
             except BaseException:
                 conn.close()
                 raise
@@ -153,12 +205,24 @@ class PostgresStore:
 
     def _call(self, body: Callable[[psycopg.Connection[Any]], T]) -> T:
         with self._lock:
-            try:
-                return body(self._connect())
-            except (psycopg.Error, OSError) as exc:
-                if not isinstance(exc, _TIMED_OUT) or self._conn is None or self._conn.broken:
-                    self._drop()
-                self._fail(exc)
+            for attempt in (1, 2):
+                dialled = self._conn is not None and not self._conn.closed
+                started = time.monotonic()
+                try:
+                    conn = self._connect()
+                    with self._watchdog.guard(conn.fileno()):
+                        return body(conn)
+                except (psycopg.Error, OSError) as exc:
+                    timed_out = isinstance(exc, _TIMED_OUT)
+                    if not timed_out or self._conn is None or self._conn.broken:
+                        self._drop()
+                    # A session the server ended while it was idle (an admin, a restart, a
+                    # failover): dial again, once, within the deadline (every call is a read
+                    # or an idempotent upsert or delete). A fresh session's error is the answer.
+                    if not (attempt == 1 and dialled and not timed_out and self._conn is None
+                            and time.monotonic() - started < self._timeout):
+                        self._fail(exc)
+            raise AssertionError("unreachable")  # pragma: no cover
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -173,6 +237,7 @@ class PostgresStore:
         def body(conn: psycopg.Connection[Any]) -> list[tuple[str, Row]]:
             found: list[tuple[str, Row]] = []
             for start in range(0, len(unique), _CHUNK):
+                self._watchdog.feed()  # each statement has its deadline
                 rows = conn.execute(_SELECT, (unique[start:start + _CHUNK],)).fetchall()
                 found.extend((r[0], tuple(r[1:])) for r in rows)
             return found
@@ -194,7 +259,9 @@ class PostgresStore:
 
         def body(conn: psycopg.Connection[Any]) -> None:
             with conn.transaction(), conn.cursor() as cursor:
-                cursor.executemany(_UPSERT, rows)
+                for start in range(0, len(rows), _CHUNK):
+                    self._watchdog.feed()  # each chunk has its deadline
+                    cursor.executemany(_UPSERT, rows[start:start + _CHUNK])
 
         self._call(body)
 
@@ -206,6 +273,7 @@ class PostgresStore:
     def close(self) -> None:
         with self._lock:
             self._drop()
+            self._watchdog.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.dsn!r})"

@@ -22,7 +22,7 @@ def test_importing_the_core_loads_no_third_party_module() -> None:
 import sys
 import geotoolkit.policy, geotoolkit.errors, geotoolkit.results, geotoolkit.clock
 import geotoolkit.validate, geotoolkit.progress, geotoolkit.redact, geotoolkit.urls
-import geotoolkit.keys, geotoolkit.schema, geotoolkit.files
+import geotoolkit.keys, geotoolkit.schema, geotoolkit.files, geotoolkit.watchdog
 print(",".join(m for m in {HEAVY!r} if m in sys.modules))
 """
     assert _fresh(code) == ""

@@ -401,3 +401,146 @@ def test_a_password_appears_in_no_error_repr_warning_or_log(
     texts.append(caplog.text)
     assert "***" in texts[0]  # hidden, not dropped
     assert all(SECRET not in text for text in texts), [t for t in texts if SECRET in t]
+
+
+@pytest.mark.postgres
+def test_a_postgres_session_ended_by_the_server_is_dialled_again(
+    postgres_dsn: str, host: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session ended by the server's side (an admin, a restart, a failover) while the
+    gate was idle: the next call dials again, the fleet stays on the shared state."""
+    import psycopg
+
+    caplog.set_level(logging.WARNING)
+    key, clock = gate_key(host), FakeClock()
+    gate = open_gate(postgres_dsn, clock=clock, timeout_seconds=2.0)
+    assert isinstance(gate, FallbackGate)
+    store: Any = gate.inner.store  # type: ignore[attr-defined]
+    try:
+        first = gate.reserve(key, 60.0)
+        for call in (lambda: gate.reserve(key, 60.0), lambda: gate.state(key),
+                     lambda: gate.record(key, Report(1, 1, 0), worker="w1")):
+            with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (store._conn.info.backend_pid,))
+            call()  # no GateUnavailableWarning (an error here)
+            assert not gate.degraded
+        assert _slot(gate.reserve(key, 60.0)) == pytest.approx(_slot(first) + 120.0, abs=1e-3)
+    finally:
+        gate.close()
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            for table in ("geotoolkit_gate", "geotoolkit_gate_values", "geotoolkit_gate_counters"):
+                conn.execute(f"DELETE FROM {table} WHERE key LIKE %s || '%%'", (key,))
+    assert not [r for r in caplog.records if r.name.startswith("geotoolkit")]
+
+
+# -- PostgreSQL: a user who may not create -------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_not_create_uses_a_gate_initialised_ahead_of_time(
+        schema_dsn: str, host: str, dml_only: Callable[[str], Any]) -> None:
+    from geotoolkit.gate.postgres import PostgresGate, init_schema
+
+    init_schema(schema_dsn)  # `geotoolkit gate init URL`, as the schema's owner
+    key = gate_key(host)
+    with dml_only(schema_dsn) as dsn:
+        gate = PostgresGate(dsn, timeout_seconds=2.0)
+        try:
+            first = gate.reserve(key, 60.0)
+            assert first.reserved
+            assert gate.record(key, Report(1, 1, 0), worker="w1").workers_active == 1
+            assert gate.set_value(key, "lease", "me", ttl_seconds=60)
+            assert _slot(gate.reserve(key, 60.0)) == pytest.approx(_slot(first) + 60.0, abs=1e-3)
+        finally:
+            gate.close()
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_not_create_is_told_to_initialise_the_gate(
+        schema_dsn: str, dml_only: Callable[[str], Any]) -> None:
+    from geotoolkit.gate.postgres import PostgresGate
+
+    with dml_only(schema_dsn) as dsn:  # nothing created yet
+        gate = PostgresGate(dsn, timeout_seconds=2.0)
+        try:
+            with pytest.raises(GateError, match=r"(?s)permission denied.*geotoolkit gate init"):
+                gate.reserve(gate_key("api.example.com"), 1.0)
+        finally:
+            gate.close()
+
+
+@pytest.mark.postgres
+def test_a_postgres_that_never_answers_is_a_gate_error_then_local_pacing(
+        stalling_proxy: Any, host: str) -> None:
+    """The session hangs (a stopped backend, a pooler holding the query): the server's own
+    deadlines never fire, the gate's does; a new session goes through again."""
+    from geotoolkit.gate.postgres import PostgresGate
+
+    proxy, dsn = stalling_proxy
+    key, clock = gate_key(host), FakeClock()
+    gate = FallbackGate(PostgresGate(dsn, timeout_seconds=0.3), clock=clock)
+    try:
+        first = gate.reserve(key, 60.0)
+        proxy.stall()
+        with pytest.warns(GateUnavailableWarning, match="no answer within"):
+            assert gate.reserve(key, 1.0).reserved  # paced locally
+        assert gate.degraded
+        clock.advance(gate.retry_seconds)
+        assert _slot(gate.reserve(key, 60.0)) == pytest.approx(_slot(first) + 60.0, abs=1e-3)
+        assert not gate.degraded
+    finally:
+        gate.close()
+
+
+# A password pasted into a URL as it is: '/' (for redis-py '?' and '#' too) ends the host part
+# early, a second '@' is split at differently by each library (libpq looked up the host
+# 'pw99@127.0.0.1': a DNS query holding the password's tail). libpq reads '?' and '#' right.
+_UNENCODED = [
+    "redis://:hunter2/pw99@127.0.0.1:1/0",
+    "redis://someone:hunter2#pw99@127.0.0.1:1/0",
+    "rediss://:hunter2?pw99@127.0.0.1:1/0",
+    "redis://:hunter2@pw99@127.0.0.1:1/0",
+    "postgresql://postgres:hunter2@pw99@127.0.0.1:1/test",
+    "postgresql://postgres:hunter2/pw99@127.0.0.1:1/test",
+    "postgres://:hunter2/pw99@127.0.0.1:1/test",
+]
+
+
+@pytest.mark.parametrize("url", _UNENCODED)
+def test_a_password_that_is_not_percent_encoded_is_refused_before_any_connection(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from geotoolkit.errors import ConfigurationError
+    from geotoolkit.frontends.cli import main
+
+    for fallback in (False, True):
+        with pytest.raises(ConfigurationError, match="percent-encode") as info:
+            open_gate(url, fallback=fallback)
+        assert info.value.__cause__ is None and info.value.__context__ is None
+        assert "hunter2" not in str(info.value) and "pw99" not in str(info.value)
+    for argv in (["gate", "status", url], ["gate", "status", url, "--json"], ["gate", "init", url]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert "percent-encode" in err and "hunter2" not in out + err and "pw99" not in out + err
+
+
+@pytest.mark.parametrize("url", ["postgresql://postgres:hunter2#pw99@127.0.0.1:1/test",
+                                 "postgresql://postgres:hunter2?pw99@127.0.0.1:1/test"])
+def test_a_postgres_password_with_a_hash_or_question_mark_is_read_as_libpq_reads_it(url: str) -> None:
+    gate = open_gate(url, fallback=False, timeout_seconds=1.0)
+    try:
+        with pytest.raises(GateError) as info:  # port 1: nothing listens
+            gate.state("k")
+        texts = [repr(gate), str(info.value), str(info.value.__cause__)]
+        assert all("hunter2" not in t and "pw99" not in t for t in texts), texts
+    finally:
+        gate.close()
+
+
+def test_a_dsn_with_an_unquoted_password_with_a_space_hides_both_halves() -> None:
+    from geotoolkit.errors import ConfigurationError
+    from geotoolkit.gate.postgres import PostgresGate
+
+    with pytest.raises(ConfigurationError, match="quote") as info:
+        PostgresGate("host=127.0.0.1 password=hunter2 pw99 dbname=test")
+    shown = "".join(str(e) for e in (info.value, info.value.__cause__, info.value.__context__))
+    assert "hunter2" not in shown and "pw99" not in shown

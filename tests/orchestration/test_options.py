@@ -87,6 +87,16 @@ def test_repr_hides_passwords_and_shows_what_differs() -> None:
     assert "rate=RatePolicy(rate=3.0" in text and "concurrency" not in text
 
 
+@pytest.mark.parametrize("stores", [{"gate": "redis://:hunter2/pw2@127.0.0.1:6379/0"},
+                                    {"cache": "postgresql://u:hunter2@pw2@db/x"},
+                                    {"gate": "ftp://u:hunter2@pw2@host/x"}])
+def test_a_store_url_whose_password_is_not_percent_encoded_is_refused_unseen(
+        stores: dict[str, str]) -> None:
+    with pytest.raises(ConfigurationError, match="percent-encode") as info:
+        GeocodeOptions(provider="photon", **stores)
+    assert "hunter2" not in str(info.value) and "pw2" not in str(info.value)
+
+
 def test_from_env_supplies_gate_and_cache_only_when_not_given() -> None:
     env = {"GEOTOOLKIT_GATE_URL": "memory://", "GEOTOOLKIT_CACHE_URL": "memory://"}
     options = GeocodeOptions.from_env(env, provider="photon")

@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 import sqlite3
 import stat
+import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -204,3 +206,146 @@ def test_open_store_hides_passwords_of_unknown_urls() -> None:
             open_store(url)
         assert SECRET not in str(info.value)
 
+
+
+def _terminate(dsn: str, pid: int) -> None:
+    """End a session from the server's side, as an admin, a restart or a failover does."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+
+
+@pytest.mark.postgres
+def test_a_postgres_session_ended_by_the_server_is_dialled_again(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import uuid
+
+    from geotoolkit.store.postgres import PostgresStore
+
+    caplog.set_level(logging.WARNING)
+    key = f"test-{uuid.uuid4().hex}:"
+    store = PostgresStore(postgres_dsn, timeout_seconds=2.0)
+    try:
+        store.put(key + "a", Match(lon=1.0, lat=2.0))
+        for call in (lambda: store.put(key + "b", Match(lon=3.0, lat=4.0)),  # a run goes on
+                     lambda: store.get_many([key + "a"]),
+                     lambda: store.delete([key + "none"])):
+            assert store._conn is not None
+            _terminate(postgres_dsn, store._conn.info.backend_pid)
+            call()
+        assert store.get_many([key + "a", key + "b"]) == {
+            key + "a": Match(lon=1.0, lat=2.0), key + "b": Match(lon=3.0, lat=4.0)}
+    finally:
+        store.delete([key + "a", key + "b"])
+        store.close()
+    assert not [r for r in caplog.records if r.name.startswith("geotoolkit")]
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_not_create_uses_a_cache_created_ahead_of_time(
+        schema_dsn: str, dml_only: Callable[[str], AbstractContextManager[str]]) -> None:
+    from geotoolkit.store.postgres import PostgresStore
+
+    owner = PostgresStore(schema_dsn)
+    assert owner.get_many(["k"]) == {}  # used once by the table's owner: created
+    with dml_only(schema_dsn) as dsn:
+        store = PostgresStore(dsn, timeout_seconds=2.0)
+        try:
+            store.put("k", Match(lon=1.0, lat=2.0))
+            assert store.get_many(["k"]) == {"k": Match(lon=1.0, lat=2.0)}
+            assert owner.get_many(["k"]) == {"k": Match(lon=1.0, lat=2.0)}
+        finally:
+            store.close()
+            owner.close()
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_not_create_is_told_who_may(
+        schema_dsn: str, dml_only: Callable[[str], AbstractContextManager[str]]) -> None:
+    from geotoolkit.store.postgres import PostgresStore
+
+    with dml_only(schema_dsn) as dsn:  # no table yet
+        store = PostgresStore(dsn, timeout_seconds=2.0)
+        try:
+            with pytest.raises(StoreError, match=r"(?s)permission denied.*as a user who may"):
+                store.get_many(["k"])
+        finally:
+            store.close()
+
+
+@pytest.mark.postgres
+def test_a_postgres_that_never_answers_is_a_store_error(stalling_proxy: Any) -> None:
+    """The session hangs (a stopped backend, a pooler holding the query): the server's own
+    deadlines never fire, the store's does; the next call dials a new session."""
+    import uuid
+
+    from geotoolkit.store.postgres import PostgresStore
+
+    proxy, dsn = stalling_proxy
+    key = f"test-{uuid.uuid4().hex}:stalled"
+    store = PostgresStore(dsn, timeout_seconds=0.3)
+    try:
+        store.put(key, Match(lon=1.0, lat=2.0))
+        proxy.stall()
+        with pytest.raises(StoreError, match="no answer within"):
+            store.put(key, Match(lon=3.0, lat=4.0))
+        assert store.get_many([key]) in ({key: Match(lon=1.0, lat=2.0)}, {key: Match(lon=3.0, lat=4.0)})
+    finally:
+        store.delete([key])
+        store.close()
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://postgres:hunter2@pw99@127.0.0.1:1/test",
+    "postgresql://postgres:hunter2/pw99@127.0.0.1:1/test",
+    "postgres://:hunter2/pw99@127.0.0.1:1/test",
+])
+def test_a_password_that_is_not_percent_encoded_is_refused_before_any_connection(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="percent-encode") as info:
+        open_store(url)
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert "hunter2" not in str(info.value) and "pw99" not in str(info.value)
+
+
+def test_a_url_of_no_cache_with_a_password_that_is_not_percent_encoded_is_not_shown() -> None:
+    with pytest.raises(ConfigurationError, match="percent-encode") as info:
+        open_store("redis://:hunter2@pw99@127.0.0.1:6379/0")
+    assert "hunter2" not in str(info.value) and "pw99" not in str(info.value)
+
+
+def test_a_dsn_with_an_unquoted_password_with_a_space_hides_both_halves() -> None:
+    from geotoolkit.store.postgres import PostgresStore
+
+    with pytest.raises(ConfigurationError, match="quote") as info:
+        PostgresStore("host=127.0.0.1 password=hunter2 pw99 dbname=test")
+    shown = "".join(str(e) for e in (info.value, info.value.__cause__, info.value.__context__))
+    assert "hunter2" not in shown and "pw99" not in shown
+
+
+@pytest.mark.postgres
+def test_a_user_who_may_create_but_does_not_own_an_unmarked_table_uses_it(schema_dsn: str) -> None:
+    """A table an earlier version made (no mark), owned by someone else: a user with CREATE
+    on the schema ran its CREATE ... IF NOT EXISTS before; marking it is its owner's to do."""
+    import psycopg
+
+    from geotoolkit.store.postgres import _SCHEMA, PostgresStore
+
+    role = f"gt_user_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(schema_dsn, autocommit=True) as conn:
+        conn.execute(_SCHEMA)  # as an earlier version left it: no mark
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]  # type: ignore[index]
+        conn.execute(f"CREATE ROLE {role}")
+        conn.execute(f"GRANT USAGE, CREATE ON SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {role}")
+    store = PostgresStore(psycopg.conninfo.make_conninfo(schema_dsn, options=f"-c search_path={schema} "
+                                                         f"-c role={role}"), timeout_seconds=2.0)
+    try:
+        store.put("k", Match(lon=1.0, lat=2.0))
+        assert store.get_many(["k"]) == {"k": Match(lon=1.0, lat=2.0)}
+    finally:
+        store.close()
+        with psycopg.connect(schema_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")

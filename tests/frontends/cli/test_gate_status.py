@@ -323,6 +323,17 @@ def test_a_missing_sqlite_gate_is_an_error_not_a_new_file(tmp_path: Path,
     assert f"{path} does not exist" in capsys.readouterr().err and not path.exists()
 
 
+def test_a_sqlite_gate_that_cannot_be_opened_exits_2(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "notes.txt"  # a file given by mistake: not a database
+    path.write_bytes(b"meeting notes, not a gate\n" * 200)
+    assert main(["gate", "status", f"sqlite:///{path}", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"geotoolkit: gate sqlite:///{path} unreachable")
+    assert "file is not a database" in err
+    assert path.read_bytes() == b"meeting notes, not a gate\n" * 200
+
+
 def test_help_is_plain_text_with_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["gate", "status", "--help"])
