@@ -123,8 +123,10 @@ class GeocodeJob(Generic[R]):
     def cancel(self) -> bool:
         """Ask the batch to stop; returns at once. Finished rows are kept by the cache.
 
-        Returns False if the batch had already ended. Then ``result()`` raises
-        ``concurrent.futures.CancelledError``; running the same batch again resumes.
+        Returns False if the batch had already ended. A batch it stops makes
+        ``result()`` raise ``concurrent.futures.CancelledError`` (running the same batch
+        again resumes); one whose rows were all settled (its result being built) still
+        ends ``done``, with its result.
         """
         cancelled = self._started().cancel()
         self._cancelled = self._cancelled or cancelled
@@ -150,10 +152,12 @@ class GeocodeJob(Generic[R]):
             return "pending"
         if not self._run.done():
             return "running"
+        error = self._error()  # first: a cancel that came too late leaves a finished job
+        if error is None:
+            return "done"
         if self._cancelled or (self.tally.finished is not None and self.tally.finished.interrupted):
             return "cancelled"
-        error = self._error()
-        return "done" if error is None else f"failed: {error}"
+        return f"failed: {error}"
 
     def _error(self) -> str | None:
         run = self._started()

@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -52,9 +54,10 @@ from geotoolkit.urls import backend_of, check_userinfo
 if TYPE_CHECKING:
     import geopandas as gpd
 
-__all__ = ["EX_TEMPFAIL", "OPTION_FLAGS", "main"]
+__all__ = ["EX_TEMPFAIL", "EX_TERMINATED", "OPTION_FLAGS", "main"]
 
 EX_TEMPFAIL = 75  # sysexits.h: try again later
+EX_TERMINATED = 128 + signal.SIGTERM  # what a shell reports for a run that SIGTERM ended
 
 DESCRIPTION = """\
 Rate-aware, fleet-polite batch geocoding: a CSV of addresses in, a GeoPackage
@@ -74,7 +77,8 @@ examples:
   geotoolkit gate status redis://gate.internal:6379/0 --provider opencage --watch
 
 exit status: 0 done, 1 stopped (authentication, quota, ...), 2 bad arguments,
-75 non-blocking mode asked to retry later (retry_after=<seconds> on stderr), 130 interrupted."""
+75 non-blocking mode asked to retry later (retry_after=<seconds> on stderr), 130 interrupted
+(Ctrl-C), 143 terminated (SIGTERM); finished rows are in the cache: a rerun resumes."""
 
 #: Options whose flags are written by hand (the rest come from GeocodeOptions).
 _SPECIAL = {"provider", "api_key", "gate", "cache"}
@@ -409,14 +413,15 @@ def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] = 
     args, extras = parser.parse_known_args(argv)
     if extras:
         _unrecognized(parser, args, extras)
+    terminated: list[int] = []
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _sigterm_as_interrupt(terminated):
             # its log line says it (logging's last resort prints warnings to stderr)
             warnings.simplefilter("ignore", GateUnavailableWarning)
             return _dispatch(args, sleep)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+        print("terminated" if terminated else "interrupted", file=sys.stderr)
+        return EX_TERMINATED if terminated else 130
     except (ConfigurationError, KeyError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"geotoolkit: {message}", file=sys.stderr)
@@ -445,6 +450,30 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace,
         hints += [f"{flag} (did you mean {close[0]}?)"] if close else []
     parser.error(f"unrecognized arguments: {' '.join(extras)}"
                  + (f"; {', '.join(hints)}" if hints else ""))
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt(received: list[int]) -> Iterator[None]:
+    """While the command runs, SIGTERM (a scheduler stopping the job, ``kill``, systemd)
+    stops it the way Ctrl-C does: the batch is cancelled, finished rows stay in the
+    cache, no half-written output is left. Python's default would end the process
+    on the spot, mid-write, without a word. The signal is noted in ``received``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread
+        return
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        received.append(signum)
+        interrupt = signal.getsignal(signal.SIGINT)  # asyncio.run's own while a batch runs
+        if not callable(interrupt):
+            raise KeyboardInterrupt
+        interrupt(signal.SIGINT, frame)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _dispatch(args: argparse.Namespace, sleep: Callable[[float], None]) -> int:

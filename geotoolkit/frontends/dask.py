@@ -45,11 +45,12 @@ For example, on a cluster::
 
 from __future__ import annotations
 
+import os
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pandas as pd
 
@@ -59,6 +60,7 @@ from geotoolkit.orchestration.job import Columns, FrameJob, gate_backend
 from geotoolkit.orchestration.options import GeocodeOptions, with_options_signature
 from geotoolkit.providers.policies import check_usage_policy
 from geotoolkit.redact import redact
+from geotoolkit.urls import backend_of, sqlite_path
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
@@ -130,6 +132,17 @@ def _check_one(role: str, value: Any, hosts: int) -> None:
         raise ConfigurationError(
             f"a SQLite {role} is one file on one machine, but the workers run on {hosts} "
             f"hosts: use {role}={servers}")
+
+
+def _anchored(url: Any) -> Any:
+    """A relative ``sqlite:///path`` made absolute here, on the client: the path is
+    relative to the caller's working directory, and a worker may run in another (``dask
+    worker`` started by a service manager runs in ``/``) and open files of its own."""
+    if isinstance(url, str) and backend_of(url) == "sqlite":
+        path = sqlite_path(url)
+        if path is not None and not os.path.isabs(path):
+            return f"sqlite:///{quote(os.path.abspath(path))}"
+    return url
 
 
 def _cluster_hosts(client: Any = None) -> int:
@@ -282,7 +295,9 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
         worker reaches: ``redis://...`` or ``postgresql://...``; on one machine also
         ``sqlite:///path``. ``memory://`` is refused. ``rate`` is for the whole
         fleet. The cache: ``postgresql://...``, on one machine ``sqlite:///path``
-        (``None``: the default SQLite file), or ``False``.
+        (``None``: the default SQLite file), or ``False``. A relative SQLite path is
+        made absolute here, against the caller's working directory, whatever the
+        workers' is.
 
     Returns
     -------
@@ -304,6 +319,7 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     """
     columns = Columns.take(column, options)
     check_shared(options.get("gate", False), options.get("cache"), _cluster_hosts(client))
+    options.update({role: _anchored(options[role]) for role in ("gate", "cache") if role in options})
     settings = GeocodeOptions.from_env(**options)
     _shippable(settings)
     check_usage_policy(settings.resolved_provider, gate_backend=gate_backend(settings.gate),

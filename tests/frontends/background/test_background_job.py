@@ -87,6 +87,29 @@ def test_cancel_stops_the_batch_and_the_panel_says_interrupted(sim: ProviderSimu
     assert 0 < job.tally.done < 40
 
 
+def test_a_cancel_while_the_result_is_built_does_not_call_a_finished_job_cancelled(
+        sim: ProviderSimulator) -> None:
+    """The batch is over and ``finish`` builds the result when cancel() comes: nothing is
+    left to stop, result() gives the result, so the job is done, not "cancelled"."""
+    building, release = threading.Event(), threading.Event()
+    options = GeocodeOptions(provider=Nominatim(sim.url, user_agent="geotoolkit-tests/1.0"),
+                             gate="memory://", rate=200, cache=False)
+    job: GeocodeJob[list[str]] = GeocodeJob(progress=False)
+
+    def finish(outcomes: list[Outcome]) -> list[str]:
+        building.set()
+        assert release.wait(SAFETY)
+        return [o.status for o in outcomes]
+
+    job.start(lambda: settle(queries(3), options, job.sink), finish=finish)
+    assert building.wait(SAFETY)
+    job.cancel()
+    release.set()
+    assert job.result(timeout=SAFETY) == ["matched"] * 3
+    assert job.status() == "done"
+    assert repr(job).startswith("<GeocodeJob done: 3/3 rows") and "done" in job._repr_html_()
+
+
 def test_error_is_raised_by_result_and_shown_without_the_key(sim: ProviderSimulator) -> None:
     sim.valid_keys = {"the-right-key"}
     try:

@@ -166,6 +166,39 @@ class _TwoHostClient:
                             "tcp://10.0.0.2:4001": {"host": "10.0.0.2"}}}
 
 
+def test_relative_sqlite_urls_name_the_callers_files_whatever_the_workers_directory(
+        client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sqlite:///cache.sqlite`` is relative to the working directory of whoever wrote it.
+    Workers started elsewhere (``dask worker`` under a service manager runs in ``/``)
+    must open the caller's gate and cache, not files of their own that a rerun from
+    the notebook would never find."""
+    here, elsewhere = tmp_path / "notebook", tmp_path / "worker"
+    here.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(here)
+    directories = client.run(os.getcwd)
+    client.run(os.chdir, str(elsewhere))
+    addresses = ADDRESSES[:6]
+    try:
+        with ProviderSimulator() as sim:
+            options: dict[str, Any] = {"provider": "nominatim", "base_url": sim.url,
+                                       "user_agent": UA, "rate": math.inf,
+                                       "gate": "sqlite:///gate.sqlite",
+                                       "cache": "sqlite:///cache.sqlite"}
+            ddf = dd.from_pandas(pd.DataFrame({"address": addresses}), npartitions=2)
+            out = gdask.geocode(ddf, "address", **options).compute()
+            assert (out["geocode_status"] == "matched").all() and sim.count() == len(addresses)
+            sim.reset()
+            again = pd.DataFrame({"address": addresses}).geocode.run(
+                "address", progress=False, **options)  # the same URLs, here
+            assert (again["geocode_status"] == "matched").all()
+            assert sim.count() == 0  # every row came from the cache the workers wrote
+    finally:
+        for worker, directory in directories.items():
+            client.run(os.chdir, directory, workers=[worker])
+    assert not list(elsewhere.iterdir())
+
+
 def test_sqlite_is_refused_when_workers_span_hosts(client: Any) -> None:
     ddf = dd.from_pandas(_frame(), npartitions=2)
     provider = Nominatim("http://127.0.0.1:9", user_agent=UA)
