@@ -14,7 +14,11 @@ a backend down behind a proxy or a load balancer answers 503 for ever, and no re
 is a verdict on the rows, so without this bound such a batch would wait for ever.
 
 Rows wait while the circuit is open: a failure seen while it is open, or that opens
-it, does not count toward the row's attempts.
+it, does not count toward the row's attempts. A failed probe does count toward its row's,
+and a worker's task whose own send just failed lets another of its rows probe first: rows
+the provider always fails (an HTTP 500 for one address) would otherwise open the circuit
+once they are all that is left, or claim every probe first, and hold the batch until
+``timeout_seconds`` without ever failing.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import functools
 import json
 import logging
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +96,9 @@ class Circuit:
         self._run: list[str] = []  # the queries of the current run of failures
         self._read_epoch: int | None = None
         self._refused_since: float | None = None  # this worker's first 429/503 since an answer
+        # The tasks whose last send failed let those waiting whose did not probe first.
+        self._failing: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+        self._waiting: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
     # -- what the engine calls --------------------------------------------------------------
 
@@ -109,24 +117,41 @@ class Circuit:
         Waits while another worker probes or the next probe is not due; raises
         ProviderUnavailableError when the circuit stayed open past ``timeout_seconds``.
         """
-        while self.known is not None and not self.probing:
-            state = self.known
-            now = self._store_now()
-            if now - state.opened_at > self.timeout_seconds:
-                raise self._gave_up(state, now)
-            wait = state.probe_at - now
-            if wait > 0:
-                self.pacer.check_budget(wait)
-                await self.pacer.sleep_until(self.pacer.clock.now() + min(wait, _POLL_SECONDS * 5))
-            elif self._prober is None and await self._claim():
-                self._prober = asyncio.current_task()
-                await self.refresh()  # still due? another worker may have probed and reopened it
-                if self.known is None or self.known.probe_at <= self._store_now():
-                    return
-                await self._release()
-            else:
-                await self.pacer.sleep_until(self.pacer.clock.now() + _POLL_SECONDS)
-            await self.refresh()
+        task = asyncio.current_task()
+        if task is not None:
+            self._waiting.add(task)
+        try:
+            while self.known is not None and not self.probing:
+                state = self.known
+                now = self._store_now()
+                if now - state.opened_at > self.timeout_seconds:
+                    raise self._gave_up(state, now)
+                wait = state.probe_at - now
+                if wait > 0:
+                    self.pacer.check_budget(wait)
+                    await self.pacer.sleep_until(self.pacer.clock.now() + min(wait, _POLL_SECONDS * 5))
+                elif self._prober is None and self._may_probe(now, state) and await self._claim():
+                    self._prober = asyncio.current_task()
+                    await self.refresh()  # still due? another worker may have probed and reopened it
+                    if self.known is None or self.known.probe_at <= self._store_now():
+                        return
+                    await self._release()
+                else:
+                    await self.pacer.sleep_until(self.pacer.clock.now() + _POLL_SECONDS)
+                await self.refresh()
+        finally:
+            if task is not None:
+                self._waiting.discard(task)
+
+    def _may_probe(self, now: float, state: CircuitState) -> bool:
+        """Whether the calling task may claim a due probe: at once, unless its own last send
+        failed (its row may be one the provider always fails) while a task whose did not
+        waits too: then a poll later, if no other task of this worker or of the fleet took
+        it meanwhile."""
+        task = asyncio.current_task()
+        if task not in self._failing or now >= state.probe_at + _POLL_SECONDS:
+            return True
+        return not any(t not in self._failing for t in self._waiting)
 
     def stale(self, epoch: int) -> bool:
         """Whether a pause was published since the circuit was last read (read it again)."""
@@ -145,6 +170,9 @@ class Circuit:
         """The provider answered (anything but a transport failure): it is reachable.
         ``refused``: the answer was a 429 or a 503 (see :meth:`refused`)."""
         self._run.clear()
+        task = asyncio.current_task()
+        if task is not None:
+            self._failing.discard(task)
         if not refused:
             self._refused_since = None
         if self.probing or self.known is not None:
@@ -165,14 +193,19 @@ class Circuit:
                 provider=self.pacer.provider, status_code=exc.status_code)
 
     async def failed(self, query_key: str, exc: ProviderUnavailableError) -> bool:
-        """A transport failure; return whether the circuit is (now) open for this worker.
+        """A transport failure; return whether the circuit is (now) open for this worker and
+        the failure is the outage's, not the row's (it costs the row no attempt).
 
         Opens it after ``failures`` in a row across two queries; a failed probe reopens
-        it for longer. A failure while it is open is simply part of the outage.
+        it for longer, and is its row's attempt (``False``: the row may be one the provider
+        always fails). A failure while it is open is simply part of the outage.
         """
+        task = asyncio.current_task()
+        if task is not None:
+            self._failing.add(task)
         if self.probing:
             await self._reopen(str(exc))
-            return True
+            return False
         if self.known is None:
             await self.refresh()  # another worker may have opened it already
         if self.known is not None:

@@ -114,6 +114,31 @@ def test_one_poisoned_row_does_not_open_the_circuit() -> None:
     assert "HTTP 500" in poisoned.reason
 
 
+def test_two_poisoned_rows_that_open_the_circuit_do_not_hold_the_other_rows_for_ever() -> None:
+    """Two rows the provider always answers 500 (at 1/s, nothing answered between their
+    failures) open the circuit. Its probes must not be theirs for ever: they were, as the
+    tasks that failed first claimed each probe first, and a failed probe cost its row no
+    attempt, so the circuit never closed and the run ended after circuit_timeout_seconds
+    with the other rows never sent. A worker's task whose own send just failed lets
+    another row probe first, and a failed probe is its row's attempt."""
+    clock = FakeClock(start=0.0)
+    sent: list[tuple[float, str]] = []
+
+    def two_poisoned(request: httpx.Request) -> httpx.Response:
+        q = request.url.params.get("q", "")
+        sent.append((clock.now(), q))
+        if q.startswith(("Street 1,", "Street 2,")):
+            return httpx.Response(500, text="internal error")
+        return httpx.Response(200, json=MATCH)
+
+    outcomes = asyncio.run(engine(clock, two_poisoned, MemoryGate(clock=clock), circuit_failures=3)
+                           .run(queries(60)))
+    statuses = [o.status for o in outcomes]
+    assert statuses == ["matched"] + ["failed"] * 2 + ["matched"] * 57
+    assert all("HTTP 500" in o.reason for o in outcomes[1:3] if isinstance(o, Failure))
+    assert clock.now() < 300  # far under circuit_timeout_seconds (600)
+
+
 def test_non_blocking_mode_raises_with_the_time_to_the_next_probe() -> None:
     clock = FakeClock(start=0.0)
     outage = Outage(clock)
