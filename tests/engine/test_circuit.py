@@ -115,18 +115,14 @@ def test_one_poisoned_row_does_not_open_the_circuit() -> None:
 
 
 def test_two_poisoned_rows_that_open_the_circuit_do_not_hold_the_other_rows_for_ever() -> None:
-    """Two rows the provider always answers 500 (at 1/s, nothing answered between their
-    failures) open the circuit. Its probes must not be theirs for ever: they were, as the
-    tasks that failed first claimed each probe first, and a failed probe cost its row no
-    attempt, so the circuit never closed and the run ended after circuit_timeout_seconds
-    with the other rows never sent. A worker's task whose own send just failed lets
-    another row probe first, and a failed probe is its row's attempt."""
+    """Two rows the provider always answers 500 open the circuit once they are all that is
+    left (failures=3). Its probes were theirs and cost them no attempt, so the circuit never
+    closed and the run ended after circuit_timeout_seconds (600 s) with nothing to show: a
+    failed probe is its row's attempt, and such rows end as failures."""
     clock = FakeClock(start=0.0)
-    sent: list[tuple[float, str]] = []
 
     def two_poisoned(request: httpx.Request) -> httpx.Response:
         q = request.url.params.get("q", "")
-        sent.append((clock.now(), q))
         if q.startswith(("Street 1,", "Street 2,")):
             return httpx.Response(500, text="internal error")
         return httpx.Response(200, json=MATCH)
@@ -136,7 +132,26 @@ def test_two_poisoned_rows_that_open_the_circuit_do_not_hold_the_other_rows_for_
     statuses = [o.status for o in outcomes]
     assert statuses == ["matched"] + ["failed"] * 2 + ["matched"] * 57
     assert all("HTTP 500" in o.reason for o in outcomes[1:3] if isinstance(o, Failure))
-    assert clock.now() < 300  # far under circuit_timeout_seconds (600)
+    assert clock.now() < 60  # not after circuit_timeout_seconds
+
+
+def test_while_other_rows_wait_a_row_whose_send_just_failed_lets_them_probe_first() -> None:
+    """At 1/s two poisoned rows open the circuit (failures=2) with 17 rows waiting. The tasks
+    that failed first would claim every probe first (the probes at 2, 4, 8, 16 s all theirs:
+    done at 82 s, measured); a waiting row whose last send did not fail probes first, and its
+    answer closes the circuit (done at 50 s)."""
+    clock = FakeClock(start=0.0)
+
+    def two_poisoned(request: httpx.Request) -> httpx.Response:
+        q = request.url.params.get("q", "")
+        if q.startswith(("Street 1,", "Street 2,")):
+            return httpx.Response(500, text="internal error")
+        return httpx.Response(200, json=MATCH)
+
+    outcomes = asyncio.run(engine(clock, two_poisoned, MemoryGate(clock=clock), rate=1.0,
+                                  circuit_failures=2).run(queries(20)))
+    assert [o.status for o in outcomes] == ["matched"] + ["failed"] * 2 + ["matched"] * 17
+    assert clock.now() < 60
 
 
 def test_non_blocking_mode_raises_with_the_time_to_the_next_probe() -> None:
