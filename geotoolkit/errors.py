@@ -128,13 +128,18 @@ class ProviderResponseError(ProviderError):
 
 
 class GateError(GeotoolkitError):
-    """The shared gate's store failed; ``backend`` names it (sqlite, redis, ...)."""
+    """The shared gate's store failed; ``backend`` names it (sqlite, redis, ...).
+
+    ``permanent``: the store refused a setting (credentials, permissions, a database or a
+    db index that does not exist), which no retry heals, unlike an outage.
+    """
 
     retriable = True
 
-    def __init__(self, message: str, *, backend: str) -> None:
+    def __init__(self, message: str, *, backend: str, permanent: bool = False) -> None:
         super().__init__(message)
         self.backend = backend
+        self.permanent = permanent
 
 
 class ExportError(GeotoolkitError):

@@ -7,6 +7,11 @@ since the rest of the fleet is presumably doing the same. Every
 ``retry_seconds`` it tries the store again; when the store answers, it logs the
 recovery, pushes any pause still active locally to the store, and goes back to it.
 
+A store that refuses a setting before it ever answered (a wrong password, an ACL user
+without the rights, a database or a db index that does not exist: ``GateError.permanent``)
+is no outage: its error is raised, so a misconfigured gate stops the run before anything
+is sent, instead of leaving every worker pacing alone at a quarter of the rate.
+
 Cap counters: while degraded, the local gate counts on from the store's last
 known count, so a cap still holds during an outage; sends made while degraded
 are not added to the store's counter afterwards (the fleet may overshoot a cap
@@ -82,6 +87,7 @@ class FallbackGate:
         self._usage: dict[tuple[str, str], Usage] = {}  # last count seen on the store
         self._lock = threading.Lock()
         self._degraded = False
+        self._answered = False  # the store has answered this process at least once
         self._next_retry = 0.0
         self.blocking: bool = inner.blocking
         self.backend: str = inner.backend
@@ -148,8 +154,11 @@ class FallbackGate:
                 self._push_pauses()
             result = inner()
         except GateError as exc:
+            if exc.permanent and not self._answered:
+                raise  # a setting, not an outage: no retry heals it
             self._degrade(exc)
             return local()
+        self._answered = True
         if self._degraded:
             self._recover()
         return result

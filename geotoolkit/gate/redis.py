@@ -125,7 +125,7 @@ class RedisStore(Primitives):
     def _fail(self, action: str, exc: Exception) -> NoReturn:
         message = redact(f"{type(exc).__name__}: {exc}", [self._password])
         raise GateError(f"Redis gate at {self.url} failed to {action}: {message}",
-                        backend="redis") from exc
+                        backend="redis", permanent=_refused_setting(exc)) from exc
 
     def run(self, ops: Sequence[Op]) -> list[Any]:
         if not ops:
@@ -254,3 +254,19 @@ class RedisGate(FleetGate):
 
     def __repr__(self) -> str:
         return f"RedisGate({self.url!r})"
+
+
+def _refused_setting(exc: BaseException) -> bool:
+    """Whether Redis refused a setting of the URL (a password, an ACL user's rights, a db
+    index), not the connection: no retry heals it.
+
+    >>> _refused_setting(redis.AuthenticationError("invalid username-password pair"))
+    True
+    >>> _refused_setting(redis.ResponseError("DB index is out of range"))
+    True
+    >>> _refused_setting(redis.ConnectionError("Connection refused"))
+    False
+    """
+    if isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError):
+        return True
+    return isinstance(exc, redis.ResponseError) and "db index is out of range" in str(exc).lower()

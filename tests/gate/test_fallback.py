@@ -400,3 +400,77 @@ def test_a_429_event_is_logged_once_by_the_gate_that_decides_it(
     assert inner.store.stats(KEY).rate_factor < 1.0  # the inner gate's cut, logged
     assert len(degraded) == 1  # the local gate's, deciding while degraded
     assert "sk-test" not in caplog.text
+
+
+# -- a store that refuses a setting: no outage, the run stops ------------------------------------
+
+
+def _elsewhere(url: str, *, db: str | None = None, user: str | None = None) -> str:
+    """``url`` with another database (a Redis db index, a PostgreSQL database) or user."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    if user is not None:
+        netloc = f"{user}@{netloc}"
+    return urlunsplit(parts._replace(netloc=netloc, path=f"/{db}" if db else parts.path))
+
+
+@pytest.mark.parametrize("setting", ["db index", "acl user"])
+def test_a_redis_that_refuses_a_setting_stops_the_run_instead_of_pacing_alone(
+        redis_url: str, setting: str) -> None:
+    """A db index Redis does not have, or an ACL user it does not know, is no outage: the
+    gate used to warn and pace this process alone at 25 % for the whole run (every worker
+    on the key alike, none of them coordinated). The error is raised, before any send."""
+    from geotoolkit.gate import open_gate
+
+    url = (_elsewhere(redis_url, db="99") if setting == "db index"
+           else _elsewhere(redis_url, user="geotoolkit-nobody:hunter2pw"))
+    gate = open_gate(url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)  # no fallback
+            with pytest.raises(GateError) as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+    assert info.value.permanent
+    assert "hunter2pw" not in str(info.value)
+
+
+def test_a_postgres_database_that_does_not_exist_stops_the_run(postgres_dsn: str) -> None:
+    from geotoolkit.gate import open_gate
+
+    if "://" not in postgres_dsn:
+        pytest.skip("a key=value DSN")
+    gate = open_gate(_elsewhere(postgres_dsn, db="geotoolkit_no_such_database"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError, match="does not exist") as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+    assert info.value.permanent
+
+
+def test_a_setting_refused_after_the_store_answered_degrades_as_an_outage() -> None:
+    """Once the store has answered (the run is under way), a refusal (a password rotated
+    mid-run) degrades to local pacing as an outage does: the batch goes on."""
+    clock = FakeClock()
+    flaky = FlakyGate(clock)
+    gate = FallbackGate(flaky, clock=clock)
+    gate.reserve(KEY, 0.1)
+    flaky.down = True
+    original = flaky._call
+
+    def refused() -> None:
+        try:
+            original()
+        except GateError as exc:
+            raise GateError(str(exc), backend="flaky", permanent=True) from exc
+
+    flaky._call = refused  # type: ignore[method-assign]
+    with pytest.warns(GateUnavailableWarning):
+        gate.reserve(KEY, 0.1)
+    assert gate.degraded
