@@ -16,6 +16,8 @@ found with ``zoneinfo`` (a day across a DST change lasts 23 or 25 hours).
 
 from __future__ import annotations
 
+import difflib
+import functools
 import zoneinfo
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Literal
@@ -33,26 +35,38 @@ _UTC_NAMES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Un
 
 
 def check_zone(tz: object) -> str:
-    """An IANA time zone name, checked (``ConfigurationError`` naming a bad one); every
-    name of UTC is ``"UTC"``.
+    """An IANA time zone name, checked (``ConfigurationError`` naming a bad one, with the
+    nearest known name), spelt as the database spells it (a zone's name is part of its cap
+    counters' names: ``america/los_angeles``, which a case-insensitive file system finds
+    too, must count with ``America/Los_Angeles``); every name of UTC is ``"UTC"``.
 
-    >>> check_zone("America/Los_Angeles"), check_zone("Etc/UTC")
-    ('America/Los_Angeles', 'UTC')
-    >>> check_zone("Pacific/Atlantis")  # doctest: +ELLIPSIS
+    >>> check_zone("America/Los_Angeles"), check_zone("Etc/UTC"), check_zone("europe/zurich")
+    ('America/Los_Angeles', 'UTC', 'Europe/Zurich')
+    >>> check_zone("America/Los_Angles")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    geotoolkit.errors.ConfigurationError: unknown time zone 'Pacific/Atlantis': give an IANA ...
+    geotoolkit.errors.ConfigurationError: unknown time zone 'America/Los_Angles' (did you mean ...
     """
     if not isinstance(tz, str):
         raise ConfigurationError(f"a time zone must be an IANA name (a string), got {tz!r}")
-    if tz in _UTC_NAMES:
+    names = _names()
+    name = names.get(tz.lower(), tz)
+    if name in _UTC_NAMES:
         return "UTC"
     try:
-        zoneinfo.ZoneInfo(tz)
+        zoneinfo.ZoneInfo(name)
     except (ValueError, zoneinfo.ZoneInfoNotFoundError) as exc:  # a path, an unknown name
-        raise ConfigurationError(f"unknown time zone {tz!r}: give an IANA name such as "
-                                 "'America/Los_Angeles' or 'UTC'") from exc
-    return tz
+        near = difflib.get_close_matches(tz.lower(), list(names), n=1)
+        hint = f"did you mean {names[near[0]]!r}?" if near else \
+            "give an IANA name such as 'America/Los_Angeles' or 'UTC'"
+        raise ConfigurationError(f"unknown time zone {tz!r} ({hint})") from exc
+    return name
+
+
+@functools.cache
+def _names() -> dict[str, str]:
+    """The zone names the system knows, by their lower case (read once)."""
+    return {name.lower(): name for name in zoneinfo.available_timezones()}
 
 
 def _zone(tz: str) -> tzinfo:

@@ -145,6 +145,22 @@ def test_two_fleets_capping_one_key_in_two_zones_count_apart(gate_at: Any) -> No
     assert gate.reserve(KEY, 0.0, cap=Cap(5, tz="Etc/UTC")).usage.used == 2  # UTC by any name
 
 
+def test_a_zone_spelt_in_another_case_counts_with_the_database_spelling(gate_at: Any) -> None:
+    """A case-insensitive file system (macOS, Windows) finds ``america/los_angeles`` too: it
+    must not count apart from ``America/Los_Angeles``."""
+    gate, _ = gate_at(at(LA, 2026, 12, 6, 12, 0))
+    assert Cap(5, tz="america/los_angeles").tz == LA
+    gate.reserve(KEY, 0.0, cap=Cap(5, tz=LA))
+    assert gate.reserve(KEY, 0.0, cap=Cap(5, tz="AMERICA/LOS_ANGELES")).usage.used == 2
+    assert gate.usage(KEY, "day", "america/los_angeles").used == 2
+
+
+def test_a_misspelt_zone_is_refused_with_the_nearest_name() -> None:
+    with pytest.raises(ConfigurationError, match=r"'America/Los_Angles' \(did you mean "
+                                                 r"'America/Los_Angeles'\?\)"):
+        Cap(10, tz="America/Los_Angles")
+
+
 @pytest.mark.parametrize("tz", ["Pacific/Atlantis", "PST", "../../etc/passwd", "", 3, None])
 def test_a_bad_zone_is_refused_naming_it(tz: Any) -> None:
     with pytest.raises(ConfigurationError, match="zone") as info:
