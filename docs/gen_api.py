@@ -44,6 +44,7 @@ MODULES = [
     "geotoolkit.providers",
     "geotoolkit.store",
     "geotoolkit.clock",
+    "geotoolkit.periods",
     "geotoolkit.errors",
     "geotoolkit.testing",
 ]

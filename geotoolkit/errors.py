@@ -82,7 +82,22 @@ class AuthenticationError(ProviderError):
 
 
 class QuotaExceededError(ProviderError):
-    """402 or a daily/monthly cap reached. Stops the batch; state is kept."""
+    """402 or a daily/monthly cap reached. Stops the batch; state is kept.
+
+    ``retry_after``: for a cap the gate counts, the seconds until its period ends (the
+    next midnight in the cap's time zone); ``None`` when not known (a provider's 402).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        provider: str | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, status_code=status_code)
+        self.retry_after = retry_after
 
 
 class RateLimitError(ProviderError):

@@ -22,6 +22,7 @@ from geotoolkit.display.fleet_text import (
     FleetWatch,
     KeyView,
     StatusSource,
+    caps_reset_text,
     caps_text,
     check_refresh,
     details_text,
@@ -61,7 +62,9 @@ class _Card:
         pause = pause_line(view)
         self.pause.value = _span(pause, _COLOURS["warning"], bold=True) if pause else ""
         self.pause.layout.display = None if pause else "none"
-        self.caps.value = _span(caps_text(view), _COLOURS["muted"])
+        reset = caps_reset_text(view)
+        self.caps.value = _span(caps_text(view) + (f"; {reset}" if reset else ""),
+                                _COLOURS["muted"])
 
     def close(self) -> None:
         for row in self.box.children:

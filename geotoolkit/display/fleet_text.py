@@ -41,6 +41,7 @@ from typing import Any, TextIO
 
 from geotoolkit.display.model import pause_phrase
 from geotoolkit.errors import ConfigurationError
+from geotoolkit.periods import check_zone, reset_text
 from geotoolkit.redact import redact
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "FleetWatch",
     "KeyView",
     "StatusSource",
+    "caps_reset_text",
     "caps_text",
     "check_refresh",
     "details_text",
@@ -106,6 +108,9 @@ class KeyView:
     day_period: str
     month_used: int
     month_period: str
+    #: The time zone of the cap periods shown, and when the day's ends (0: unknown).
+    cap_tz: str = "UTC"
+    day_resets_at: float = 0.0
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> KeyView:
@@ -124,7 +129,8 @@ class KeyView:
             rate_source=redact(status.get("rate_source") or ""),
             allowed_rate=_optional(status.get("allowed_rate")),
             day_used=_int(day.get("used")), day_period=redact(day.get("period", "")),
-            month_used=_int(month.get("used")), month_period=redact(month.get("period", "")))
+            month_used=_int(month.get("used")), month_period=redact(month.get("period", "")),
+            cap_tz=_zone(day.get("tz")), day_resets_at=_float(day.get("resets_at")))
 
     @property
     def usage(self) -> float | None:
@@ -171,14 +177,41 @@ def pause_line(view: KeyView) -> str:
 
 
 def caps_text(view: KeyView) -> str:
-    """``counted toward caps: 120 on 2024-03-01 (UTC day), 3400 in 2024-03 (UTC month)``."""
-    return (f"counted toward caps: {view.day_used} on {view.day_period} (UTC day), "
-            f"{view.month_used} in {view.month_period} (UTC month)")
+    """``counted toward caps: 120 on 2024-03-01 (UTC day), 3400 in 2024-03 (UTC month)``:
+    the periods of the zone asked (``gate status --cap-tz``).
+
+    >>> view = KeyView.of({"key": "k", "day": {"period": "2026-12-06@America/Los_Angeles",
+    ...     "used": 7, "resets_at": 1_796_630_400.0, "tz": "America/Los_Angeles"},
+    ...     "month": {"period": "2026-12@America/Los_Angeles", "used": 9}})
+    >>> caps_text(view)[:63]
+    'counted toward caps: 7 on 2026-12-06 (America/Los_Angeles day),'
+    >>> caps_reset_text(view)
+    'the day resets at 2026-12-07 00:00 America/Los_Angeles (08:00 UTC)'
+    """
+    day, month = view.day_period.partition("@")[0], view.month_period.partition("@")[0]
+    return (f"counted toward caps: {view.day_used} on {day} ({view.cap_tz} day), "
+            f"{view.month_used} in {month} ({view.cap_tz} month)")
+
+
+def caps_reset_text(view: KeyView) -> str:
+    """When the day's cap count resets, in the periods' zone (and in UTC); ``""``: unknown."""
+    if view.day_resets_at > 0 and math.isfinite(view.day_resets_at):
+        return f"the day resets at {reset_text(view.day_resets_at, view.cap_tz)}"
+    return ""
+
+
+def _zone(value: object) -> str:
+    """The zone of status data, if a known one (else UTC, as a status from before zones)."""
+    try:
+        return check_zone(value if value is not None else "UTC")
+    except ConfigurationError:
+        return "UTC"
 
 
 def key_lines(view: KeyView) -> list[str]:
     """The lines of one key's block: the key, then its figures (indented)."""
-    lines = [pace_text(view), details_text(view), pause_line(view), caps_text(view)]
+    lines = [pace_text(view), details_text(view), pause_line(view), caps_text(view),
+             caps_reset_text(view)]
     return [view.key, *(f"  {line}" for line in lines if line)]
 
 

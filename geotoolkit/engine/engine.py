@@ -95,7 +95,7 @@ class Engine:
     The fleet: requests, successes and 429/503s are counted on the gate with the next
     gate call; a 429 feeds the gate's adaptive pacing. Every ``sample_seconds`` the run
     refreshes its heartbeat and emits ``FleetSampled``. With ``settings.cap``, at most
-    that many requests are sent per UTC day (or month) by every worker on the key
+    that many requests are sent per day (or month) of the cap's zone by every worker on the key
     together; reaching it raises ``QuotaExceededError``.
 
     A provider with a batch endpoint gets the pending queries in batches of

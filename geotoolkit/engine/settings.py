@@ -143,7 +143,9 @@ class EngineSettings:
     cap: Cap | int | None = option(
         None, cli={"type": int, "metavar": "N"},
         doc="At most this many requests per UTC day on the key, for the whole fleet "
-            "(Cap(n, 'month') for a monthly cap); reaching it stops the run; default: no cap.")
+            "(Cap(n, 'month') for a monthly cap; Cap(n, tz='America/Los_Angeles') for a "
+            "quota that resets at the provider's own midnight); reaching it stops the run; "
+            "default: no cap.")
     circuit_failures: int = option(
         5, cli={"type": int, "metavar": "N"},
         doc="Consecutive transport failures (refused, reset, timed out, 5xx) that open the "

@@ -39,6 +39,7 @@ from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, ExportError, GeotoolkitError, RateLimitError
 from geotoolkit.export import FORMATS, check_exportable, read_results, write_results
 from geotoolkit.frontends.fleet_watch import add_status_parser, env_value, run_status
+from geotoolkit.gate.base import Cap
 from geotoolkit.gate.fallback import GateUnavailableWarning
 from geotoolkit.orchestration.frame import retry
 from geotoolkit.orchestration.job import Columns, FrameJob
@@ -106,6 +107,10 @@ def _add_options(cmd: argparse.ArgumentParser) -> None:
     for f in _option_fields():
         group.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None,
                            help=_help(f), **f.metadata["cli"])
+    group.add_argument("--cap-tz", metavar="ZONE",
+                       help="the time zone whose midnight starts --cap's day, an IANA name: "
+                            "where the provider's quota resets, e.g. America/Los_Angeles for "
+                            "Google Maps Platform (default UTC)")
 
 
 def _add_common(cmd: argparse.ArgumentParser) -> None:
@@ -275,6 +280,10 @@ def _options(args: argparse.Namespace, provider: Any, **given: Any) -> GeocodeOp
     flags = {name: getattr(args, name) for name in OPTION_FLAGS if getattr(args, name, None) is not None}
     if getattr(args, "fallback_on", None):
         flags["fallback_on"] = args.fallback_on
+    if getattr(args, "cap_tz", None) is not None:
+        if "cap" not in flags:
+            raise ConfigurationError("--cap-tz is the zone of --cap's day: give --cap N too")
+        flags["cap"] = Cap(flags["cap"], tz=args.cap_tz)
     for flag, value, env_flag, env in (("--gate", args.gate, "--gate-env", args.gate_env),
                                        ("--cache", args.cache, "--cache-env", args.cache_env)):
         if value is not None and env:

@@ -24,7 +24,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -37,6 +37,7 @@ from geotoolkit.gate import Gate, open_gate
 from geotoolkit.gate.sqlite import default_gate_path
 from geotoolkit.gate.status import KeyStatus, fleet_status, host_of
 from geotoolkit.orchestration.options import GATE_URL_ENV
+from geotoolkit.periods import check_zone
 from geotoolkit.providers import POLICIES, PROVIDERS, get_provider
 from geotoolkit.redact import redact
 from geotoolkit.urls import backend_of, sqlite_path
@@ -78,6 +79,8 @@ class Selection:
     label: str | None = None
     #: Published rates by host (``published_rates()``), looked up once.
     published: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    #: The time zone of the cap periods shown (an IANA name, checked).
+    cap_tz: str = "UTC"
 
 
 def _key_host(name: str) -> set[str]:
@@ -108,9 +111,14 @@ def published_rates() -> dict[str, float]:
             if policy.rate_per_second is not None for host in provider_hosts(name)}
 
 
-def select(provider: object = None, rate: float | None = None) -> Selection:
+def select(provider: object = None, rate: float | None = None, cap_tz: str = "UTC") -> Selection:
     """What ``provider`` selects: ``None`` (every key), a registered name (its public
-    service's keys), a host (its keys), or a provider instance (its own key, at its rate)."""
+    service's keys), a host (its keys), or a provider instance (its own key, at its rate);
+    cap counts in the periods of ``cap_tz``."""
+    return replace(_select(provider, rate), cap_tz=check_zone(cap_tz))
+
+
+def _select(provider: object, rate: float | None) -> Selection:
     if rate is not None and not (isinstance(rate, int | float) and rate > 0 and rate < float("inf")):
         raise ConfigurationError(f"rate must be a number of requests/s > 0, got {rate!r}")
     published = MappingProxyType(published_rates())
@@ -145,7 +153,7 @@ def _is_host(text: str) -> bool:
 
 def _statuses(gate: Gate, selection: Selection) -> list[KeyStatus]:
     return fleet_status(gate, selection.key, hosts=selection.hosts, rate=selection.rate,
-                        published=selection.published)
+                        published=selection.published, tz=selection.cap_tz)
 
 
 def status_source(gate: Gate, selection: Selection) -> StatusSource:
@@ -158,7 +166,7 @@ def status_source(gate: Gate, selection: Selection) -> StatusSource:
 
 def fleet_panel(gate: str | Gate | None = None, provider: object = None,
                 refresh_seconds: float = 1.0, *, rate: float | None = None,
-                display: bool = True) -> FleetPanel | FleetText:
+                cap_tz: str = "UTC", display: bool = True) -> FleetPanel | FleetText:
     """A live panel of the fleet on every key of ``gate`` (or ``provider``'s), in a notebook.
 
     Parameters
@@ -176,6 +184,9 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     rate
         The rate the fleet is configured with (requests/s), if the gate's learned
         rate or the provider's published one is not the right one.
+    cap_tz
+        The time zone of the caps' days and months shown (an IANA name such as
+        ``"America/Los_Angeles"``: the zone the fleet's ``Cap(n, tz=...)`` counts in).
     display
         Show the panel (inside a notebook).
 
@@ -203,9 +214,10 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
       pace 1/1 req/s (100% of allowed: 1 req/s x factor 1, published)
       factor 1 | 429s per success 0 (1 success over 1 s) | 1 worker active
       counted toward caps: 0 on 2024-03-01 (UTC day), 0 in 2024-03 (UTC month)
+      the day resets at 2024-03-02 00:00 UTC
     >>> shown.stop()
     """
-    selection = select(provider, rate)
+    selection = select(provider, rate, cap_tz)
     given = isinstance(gate, Gate)
     opened = gate if isinstance(gate, Gate) else _open(gate or f"sqlite:///{default_gate_path()}")
     title = redact(gate) if isinstance(gate, str) else opened.backend
@@ -260,6 +272,10 @@ def add_status_parser(actions: Any) -> None:
                      help="the rate the fleet is configured with, in requests/s (default: a "
                           "rate learned on the gate, else the provider's published rate, else "
                           "unknown)")
+    cmd.add_argument("--cap-tz", metavar="ZONE", default="UTC",
+                     help="the time zone of the caps' days and months shown, an IANA name such "
+                          "as America/Los_Angeles: the zone a run's --cap-tz counts in "
+                          "(default UTC)")
     cmd.add_argument("--watch", type=_seconds, nargs="?", const=WATCH_SECONDS, metavar="SECONDS",
                      help=f"refresh every SECONDS (default {WATCH_SECONDS:g}) until Ctrl-C: in "
                           "place on a terminal, one block after another otherwise (default: "
@@ -378,7 +394,7 @@ def run_status(args: argparse.Namespace, *, sleep: Callable[[float], None],
     url = _gate_url(args)
     password = _password(url)
     shown = redact(url, [password])
-    selection = select(args.provider, args.rate)
+    selection = select(args.provider, args.rate, args.cap_tz)
     try:
         gate = _open(url)
     except GateError as exc:  # a SQLite file opens at once: not a database, locked, ...

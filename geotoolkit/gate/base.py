@@ -53,10 +53,11 @@ import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.keys import gate_key  # re-exported: the key of a gate state
+from geotoolkit.periods import Period, check_zone
 
 __all__ = [
     "HEARTBEAT_SECONDS",
@@ -82,7 +83,6 @@ __all__ = [
     "pusher",
 ]
 
-Period = Literal["day", "month"]
 
 #: A worker that has not reported for this long no longer counts as active.
 HEARTBEAT_SECONDS = 10.0
@@ -141,25 +141,45 @@ class Report:
 
 @dataclass(frozen=True)
 class Cap:
-    """At most ``limit`` sends per UTC ``period`` ("day" or "month") on a key."""
+    """At most ``limit`` sends per ``period`` ("day" or "month") on a key, the period's
+    calendar in the time zone ``tz`` (an IANA name: where the provider's quota resets at
+    midnight, e.g. ``"America/Los_Angeles"``; default UTC).
+
+    >>> Cap(25_000, tz="America/Los_Angeles")
+    Cap(limit=25000, period='day', tz='America/Los_Angeles')
+    """
 
     limit: int
     period: Period = "day"
+    tz: str = "UTC"
 
     def __post_init__(self) -> None:
         if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 0:
             raise ConfigurationError(f"a cap must be a whole number >= 0, got {self.limit!r}")
         if self.period not in ("day", "month"):
             raise ConfigurationError(f"cap period must be 'day' or 'month', got {self.period!r}")
+        object.__setattr__(self, "tz", check_zone(self.tz))
 
 
 @dataclass(frozen=True)
 class Usage:
-    """Sends counted against a cap in one UTC period (``"2025-03-01"`` or ``"2025-03"``)."""
+    """Sends counted against a cap in one period of ``tz``'s calendar.
+
+    ``period`` is its label, the name of its counter: ``"2025-03-01"`` or ``"2025-03"``
+    in UTC; in another zone, with the zone (``"2025-03-01@America/Los_Angeles"``), so
+    fleets on one key with caps in different zones never mix their counts. ``resets_at``:
+    the period's end (epoch seconds), the next midnight in ``tz``.
+    """
 
     period: str
     used: int
     resets_at: float
+    tz: str = "UTC"
+
+    @property
+    def label(self) -> str:
+        """The period's label without the zone (``"2025-03-01"``, ``"2025-03"``)."""
+        return self.period.partition("@")[0]
 
 
 @dataclass(frozen=True)
@@ -468,8 +488,8 @@ class Gate(Protocol):
         """Read the fleet's stats without changing them."""
         ...
 
-    def usage(self, key: str, period: Period = "day") -> Usage:
-        """Sends counted against caps in the current UTC ``period``."""
+    def usage(self, key: str, period: Period = "day", tz: str = "UTC") -> Usage:
+        """Sends counted against caps in the current ``period`` of ``tz``'s calendar."""
         ...
 
     def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,

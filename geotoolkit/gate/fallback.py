@@ -84,7 +84,7 @@ class FallbackGate:
         self._clock = clock or SystemClock()
         self._local = MemoryGate(clock=self._clock)
         self._local.log_events = False  # a shadow of the inner gate's events until degraded
-        self._usage: dict[tuple[str, str], Usage] = {}  # last count seen on the store
+        self._usage: dict[tuple[str, str, str], Usage] = {}  # last count seen on the store
         self._lock = threading.Lock()
         self._degraded = False
         self._answered = False  # the store has answered this process at least once
@@ -175,11 +175,11 @@ class FallbackGate:
         def inner() -> Reservation:
             reservation = self.inner.reserve(key, interval, horizon, report=report, cap=cap, **pace)
             if cap is not None and reservation.usage is not None:
-                self._usage[(key, cap.period)] = reservation.usage
+                self._usage[(key, cap.period, cap.tz)] = reservation.usage
             return reservation
 
         def local() -> Reservation:
-            known = self._usage.get((key, cap.period)) if cap is not None else None
+            known = self._usage.get((key, cap.period, cap.tz)) if cap is not None else None
             if known is not None:
                 self._local.seed_usage(key, known)
             return self._local.reserve(key, interval / self.share, horizon, report=report, cap=cap,
@@ -225,9 +225,10 @@ class FallbackGate:
     def stats(self, key: str) -> FleetStats:
         return self._route(lambda: self.inner.stats(key), lambda: self._local.stats(key))
 
-    def usage(self, key: str, period: Period = "day") -> Usage:
-        return self._route(lambda: self.inner.usage(key, period),
-                           lambda: self._local.usage(key, period))
+    def usage(self, key: str, period: Period = "day", tz: str = "UTC") -> Usage:
+        zone = {"tz": tz} if tz != "UTC" else {}  # an inner gate may predate zones
+        return self._route(lambda: self.inner.usage(key, period, **zone),
+                           lambda: self._local.usage(key, period, tz))
 
     def set_value(self, key: str, name: str, value: str, *, ttl_seconds: float,
                   only_if_absent: bool = False) -> bool:
@@ -252,18 +253,19 @@ class FallbackGate:
             return self._local.keys(prefix)
         return self._route(lambda: list(inner(prefix)), lambda: self._local.keys(prefix))
 
-    def snapshot(self, key: str) -> tuple[FleetStats, Usage, Usage]:
+    def snapshot(self, key: str, tz: str = "UTC") -> tuple[FleetStats, Usage, Usage]:
         """A key's stats and its day's and month's cap counts (see ``FleetGate.snapshot``)."""
+        zone = {"tz": tz} if tz != "UTC" else {}  # an inner gate may predate zones
 
         def inner() -> tuple[FleetStats, Usage, Usage]:
             snapshot = getattr(self.inner, "snapshot", None)
             if snapshot is not None:
-                found: tuple[FleetStats, Usage, Usage] = snapshot(key)
+                found: tuple[FleetStats, Usage, Usage] = snapshot(key, **zone)
                 return found
-            return (self.inner.stats(key), self.inner.usage(key, "day"),
-                    self.inner.usage(key, "month"))
+            return (self.inner.stats(key), self.inner.usage(key, "day", **zone),
+                    self.inner.usage(key, "month", **zone))
 
-        return self._route(inner, lambda: self._local.snapshot(key))
+        return self._route(inner, lambda: self._local.snapshot(key, tz))
 
     def close(self) -> None:
         try:

@@ -8,7 +8,8 @@ strategy (``geotoolkit.gate.strategy.FleetGate``) is tested without a store:
   ``throttled`` (a 429 event: maybe a multiplicative cut).
 - the stats window: one-second buckets of three counters each
   (``bucket_counts``, ``window_names``, ``window_totals``).
-- caps: ``period_of`` (the UTC day or month of an instant) and ``cap_reached``.
+- caps: ``period_of`` (the day or month of an instant in a zone's calendar, from
+  ``geotoolkit.periods``) and ``cap_reached``.
 - ``StoreClock``: the store's clock as this host knows it, from stamped replies.
 """
 
@@ -18,10 +19,10 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 
 from geotoolkit.errors import QuotaExceededError
-from geotoolkit.gate.base import Aimd, Cap, Period, Report, Usage
+from geotoolkit.gate.base import Aimd, Cap, Report, Usage
+from geotoolkit.periods import period_of, reset_text
 
 __all__ = [
     "AIMD",
@@ -623,30 +624,25 @@ def window_full(now: float, counters: Mapping[str, int]) -> bool:
 # -- caps -----------------------------------------------------------------------------------------
 
 
-def period_of(now: float, period: Period) -> tuple[str, float]:
-    """The UTC period containing ``now``: ``(label, resets_at)``.
+def cap_reached(cap: Cap, usage: Usage, now: float) -> QuotaExceededError:
+    """The error for a reached cap (the provider name is added by the engine), at ``now``
+    on the store's clock: its ``retry_after`` is the seconds to the period's end.
 
-    >>> period_of(1_709_251_199.5, "day")      # 2024-02-29T23:59:59.5Z
-    ('2024-02-29', 1709251200.0)
-    >>> period_of(1_709_251_200.0, "month")
-    ('2024-03', 1711929600.0)
+    >>> from geotoolkit.periods import period_of
+    >>> label, resets = period_of(1_765_065_600.0, "day", "America/Los_Angeles")
+    >>> error = cap_reached(Cap(10, tz="America/Los_Angeles"), Usage(label, 10, resets,
+    ...                     "America/Los_Angeles"), 1_765_065_600.0)   # 2025-12-07 00:00Z
+    >>> print(*str(error).split("; "), sep=";" + chr(10))
+    the daily cap of 10 requests on this key is reached (10 sent on 2025-12-06, America/Los_Angeles);
+    it resets at 2025-12-07 00:00 America/Los_Angeles (08:00 UTC)
+    >>> error.retry_after / 3600
+    8.0
     """
-    when = datetime.fromtimestamp(now, UTC)
-    if period == "month":
-        start = when.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        following = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
-        return start.strftime("%Y-%m"), following.timestamp()
-    start = when.replace(hour=0, minute=0, second=0, microsecond=0)
-    return start.strftime("%Y-%m-%d"), start.timestamp() + 86_400.0
-
-
-def cap_reached(cap: Cap, usage: Usage) -> QuotaExceededError:
-    """The error for a reached cap (the provider name is added by the engine)."""
-    reset = datetime.fromtimestamp(usage.resets_at, UTC).strftime("%Y-%m-%d %H:%M UTC")
-    word = "daily" if cap.period == "day" else "monthly"
+    word, on = ("daily", "on") if cap.period == "day" else ("monthly", "in")
     return QuotaExceededError(
-        f"the {word} cap of {cap.limit} requests on this key is reached ({usage.used} sent in "
-        f"{usage.period} UTC); it resets at {reset}")
+        f"the {word} cap of {cap.limit} requests on this key is reached ({usage.used} sent "
+        f"{on} {usage.label}, {cap.tz}); it resets at {reset_text(usage.resets_at, cap.tz)}",
+        retry_after=max(0.0, usage.resets_at - now))
 
 
 # -- the store's clock --------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 ``fleet_status(gate)`` lists every gate key with a pacing state on the store (or
 the one given) with its pace, adaptive factor, 429s per success, running pause,
-active workers and cap counts of the current UTC day and month. A gate key is a
+active workers and cap counts of the current day and month (of UTC's calendar, or of
+the zone given as ``tz``: where the provider's quota resets). A gate key is a
 hash of the API key (``geotoolkit.keys.gate_key``): no secret is ever shown.
 
 >>> from geotoolkit.clock import FakeClock
@@ -47,6 +48,7 @@ from typing import Any, Literal
 
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate.base import FleetStats, Gate, Usage
+from geotoolkit.periods import check_zone
 from geotoolkit.redact import redact
 
 __all__ = ["KEY_PREFIX", "KeyStatus", "RateSource", "fleet_status", "host_of"]
@@ -78,7 +80,7 @@ class KeyStatus:
     #: Why the fleet pauses (text from a provider: redacted, as everything shown).
     pause_cause: str
     workers_active: int
-    #: Sends counted against caps in the current UTC day and month.
+    #: Sends counted against caps in the current day and month of the zone asked (``tz``).
     day: Usage
     month: Usage
     #: The provider host the key belongs to (``""`` for a key not made by ``gate_key``).
@@ -127,6 +129,7 @@ def fleet_status(
     hosts: Collection[str] | None = None,
     rate: float | None = None,
     published: Mapping[str, float] | None = None,
+    tz: str = "UTC",
 ) -> list[KeyStatus]:
     """The status of every key with a pacing state on ``gate`` (or of ``key`` only).
 
@@ -143,20 +146,26 @@ def fleet_status(
         The rate (requests/s) the fleet is configured with: wins over any other.
     published
         Published rates by provider host, used for a key that learned none.
+    tz
+        The time zone of the caps' periods (an IANA name): the day and month whose
+        counts are shown, and when they reset. Caps counted in another zone count apart
+        (``Cap(n, tz=...)``).
 
     Each key costs one round trip: its stats (with the rate its fleet discovered, if
     it had to) and cap counts (one ``snapshot``; two reads and a stats call on a gate
     that has none).
     """
+    tz = check_zone(tz)
     keys = [key] if key is not None else _keys(gate)
     if hosts is not None:
         wanted = {h.lower() for h in hosts}
         keys = [k for k in keys if host_of(k) in wanted]
-    return [_status(gate, k, rate, published or {}) for k in keys]
+    return [_status(gate, k, rate, published or {}, tz) for k in keys]
 
 
-def _status(gate: Gate, key: str, rate: float | None, published: Mapping[str, float]) -> KeyStatus:
-    stats, day, month = _snapshot(gate, key)
+def _status(gate: Gate, key: str, rate: float | None, published: Mapping[str, float],
+            tz: str) -> KeyStatus:
+    stats, day, month = _snapshot(gate, key, tz)
     source: RateSource = "configured"
     if rate is None:
         rate, source = stats.learned_rate, "learned"
@@ -185,9 +194,10 @@ def _keys(gate: Gate) -> list[str]:
     return found
 
 
-def _snapshot(gate: Gate, key: str) -> tuple[FleetStats, Usage, Usage]:
+def _snapshot(gate: Gate, key: str, tz: str) -> tuple[FleetStats, Usage, Usage]:
+    zone = {"tz": tz} if tz != "UTC" else {}  # a gate may predate zones
     snapshot = getattr(gate, "snapshot", None)
     if snapshot is not None:
-        found: tuple[FleetStats, Usage, Usage] = snapshot(key)
+        found: tuple[FleetStats, Usage, Usage] = snapshot(key, **zone)
         return found
-    return gate.stats(key), gate.usage(key, "day"), gate.usage(key, "month")
+    return gate.stats(key), gate.usage(key, "day", **zone), gate.usage(key, "month", **zone)

@@ -18,9 +18,11 @@ decided here, once, for memory, SQLite, Redis and PostgreSQL alike:
   summed over the last ``WINDOW_SECONDS``.
 - **heartbeats**: shared values ``worker:<id>`` living ``HEARTBEAT_SECONDS``;
   the workers active are the live ones.
-- **caps**: one durable counter per UTC period label (``2025-03-01``,
-  ``2025-03``), incremented *before* reserving; over the cap the increment is
-  undone and ``QuotaExceededError`` raised without reserving.
+- **caps**: one durable counter per period label of the cap's time zone
+  (``2025-03-01``, ``2025-03`` in UTC; ``2025-03-01@America/Los_Angeles`` in another
+  zone: see ``geotoolkit.periods``), incremented *before* reserving; over the cap the
+  increment is undone and ``QuotaExceededError`` raised without reserving (its
+  ``retry_after``: the seconds to the period's end, the zone's next midnight).
 
 Round trips per call (each a ``store.run`` batch; see docs/fleet-gate.md):
 ``claim`` 1 (2 when it realigns the slots), ``push`` 1, ``reserve`` 1 (2 with a cap;
@@ -36,6 +38,7 @@ import logging
 import math
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from geotoolkit.clock import Clock, SystemClock
@@ -48,7 +51,6 @@ from geotoolkit.gate.base import (
     Claim,
     FleetStats,
     GateState,
-    Period,
     Report,
     Reservation,
     Usage,
@@ -71,7 +73,6 @@ from geotoolkit.gate.fleet import (
     best_pace,
     bucket_counts,
     cap_reached,
-    period_of,
     successes_since,
     window_full,
     window_names,
@@ -93,6 +94,7 @@ from geotoolkit.gate.primitives import (
     Slot,
     StoreState,
 )
+from geotoolkit.periods import Period, check_zone, period_of
 
 __all__ = ["FleetGate", "fleet_key", "sent_key"]
 
@@ -389,44 +391,45 @@ class FleetGate:
     def _count_cap(self, key: str, cap: Cap, credit: list[Op], counted: list[Op],
                    cost: int = 1) -> Usage:
         """Count ``cost`` sends against the cap (with the report): increment, then check."""
-        label, resets = period_of(self._now(), cap.period)
+        label, resets = period_of(self._now(), cap.period, cap.tz)
         results = self._run([*credit, self._cap_op(key, {label: cost}, resets), *counted,
                              self._read_state_value(key), ReadState(key)])
         added, values, state = results[len(credit)], results[-2], results[-1]
         self._learn(key, values)
         used = added[label]
-        true_label, true_resets = period_of(state.now, cap.period)
+        true_label, true_resets = period_of(state.now, cap.period, cap.tz)
         if true_label != label:  # the store's calendar says otherwise (midnight, a skewed clock)
             moved = self._run([self._cap_op(key, {label: -cost, true_label: cost},
                                             max(resets, true_resets))])
             label, resets, used = true_label, true_resets, moved[0][true_label]
-        usage = Usage(label, used, resets)
+        usage = Usage(label, used, resets, cap.tz)
         if used > cap.limit:
-            raise cap_reached(cap, self._uncount(key, usage, cost))
+            raise cap_reached(cap, self._uncount(key, usage, cost), state.now)
         return usage
 
     def _uncount(self, key: str, usage: Usage, cost: int = 1) -> Usage:
         """Give back the ``cost`` sends counted against a cap (refused, or not reserved)."""
         self._run([self._cap_op(key, {usage.period: -cost}, usage.resets_at)])
-        return Usage(usage.period, usage.used - cost, usage.resets_at)
+        return replace(usage, used=usage.used - cost)
 
-    def usage(self, key: str, period: Period = "day") -> Usage:
-        asked = self._read_caps(key, (period,))
+    def usage(self, key: str, period: Period = "day", tz: str = "UTC") -> Usage:
+        tz = check_zone(tz)
+        asked = self._read_caps(key, (period,), tz)
         state, counters = self._run([ReadState(key), asked])
-        return self._usages(key, state.now, (period,), asked.names, counters)[0]
+        return self._usages(key, state.now, (period,), tz, asked.names, counters)[0]
 
-    def _read_caps(self, key: str, periods: Sequence[Period]) -> ReadCounters:
+    def _read_caps(self, key: str, periods: Sequence[Period], tz: str) -> ReadCounters:
         now = self._now()
-        return ReadCounters(key, tuple(period_of(now, p)[0] for p in periods), durable=True)
+        return ReadCounters(key, tuple(period_of(now, p, tz)[0] for p in periods), durable=True)
 
-    def _usages(self, key: str, now: float, periods: Sequence[Period], asked: Sequence[str],
-                counters: Mapping[str, int]) -> list[Usage]:
+    def _usages(self, key: str, now: float, periods: Sequence[Period], tz: str,
+                asked: Sequence[str], counters: Mapping[str, int]) -> list[Usage]:
         """The usages in the store's periods at ``now`` (asked again if the estimate was off)."""
-        labels = [period_of(now, p) for p in periods]
+        labels = [period_of(now, p, tz) for p in periods]
         missed = tuple(label for label, _ in labels if label not in asked)
         if missed:  # the store's calendar says otherwise (midnight, a skewed clock)
             counters = {**counters, **self._run([ReadCounters(key, missed, durable=True)])[0]}
-        return [Usage(label, counters.get(label, 0), resets) for label, resets in labels]
+        return [Usage(label, counters.get(label, 0), resets, tz) for label, resets in labels]
 
     # -- pauses ------------------------------------------------------------------------------------
 
@@ -572,12 +575,14 @@ class FleetGate:
     def stats(self, key: str) -> FleetStats:
         return self._stats_of(key, self._run(self._stats_ops(key)))
 
-    def snapshot(self, key: str) -> tuple[FleetStats, Usage, Usage]:
-        """The stats and the day's and month's cap counts, in one round trip."""
-        asked = self._read_caps(key, ("day", "month"))
+    def snapshot(self, key: str, tz: str = "UTC") -> tuple[FleetStats, Usage, Usage]:
+        """The stats and the day's and month's cap counts (of ``tz``'s calendar), in one
+        round trip."""
+        tz = check_zone(tz)
+        asked = self._read_caps(key, ("day", "month"), tz)
         results = self._run([*self._stats_ops(key), asked])
         stats = self._stats_of(key, results[:3])
-        day, month = self._usages(key, stats.now, ("day", "month"), asked.names, results[3])
+        day, month = self._usages(key, stats.now, ("day", "month"), tz, asked.names, results[3])
         return stats, day, month
 
     def _stats_ops(self, key: str) -> list[Op]:

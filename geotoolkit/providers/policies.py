@@ -68,6 +68,11 @@ class ProviderPolicy:
     daily_cap, monthly_cap
         Requests per day / month on the free plan, after which the service
         refuses (``None``: no such cap, or pay-as-you-go).
+    cap_tz
+        The time zone (IANA) whose midnight starts the service's quota day and month,
+        where its documentation says so (Google Maps Platform: Pacific time; OpenCage:
+        UTC); UTC where it says nothing found. Count a cap in it:
+        ``Cap(n, tz=policy.cap_tz)``.
     key_required, user_agent_required
         Whether requests need an API key / a User-Agent naming the application.
     caching_required
@@ -86,6 +91,7 @@ class ProviderPolicy:
     rate_per_second: float | None
     daily_cap: int | None = None
     monthly_cap: int | None = None
+    cap_tz: str = "UTC"
     key_required: bool = False
     user_agent_required: bool = False
     caching_required: bool = False
@@ -128,10 +134,11 @@ _POLICIES = (
               "may be stored (open data); 402 means the quota is spent.",
         hosts=("api.opencagedata.com",)),
     ProviderPolicy(
-        "google", 50.0, key_required=True,
+        "google", 50.0, key_required=True, cap_tz="America/Los_Angeles",
         terms_url="https://cloud.google.com/maps-platform/terms",
         notes="3,000 queries/minute per project; billed per request after the monthly free "
-              "usage. Caching is restricted (coordinates at most 30 days; place IDs may be "
+              "usage; daily quotas (set in the Cloud console) reset at midnight Pacific time. "
+              "Caching is restricted (coordinates at most 30 days; place IDs may be "
               "kept): check the terms before storing results.",
         hosts=("maps.googleapis.com",)),
     ProviderPolicy(

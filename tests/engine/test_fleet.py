@@ -225,6 +225,28 @@ def test_the_daily_cap_stops_the_batch_and_the_next_day_resumes() -> None:
     assert len(provider.log) == 5  # only the two that were left
 
 
+def test_a_cap_in_the_providers_zone_stops_the_run_until_its_midnight() -> None:
+    """A key whose quota resets at midnight Pacific Time: UTC midnight sends nothing more,
+    and the error says when the cap resets, in seconds and in words."""
+    clock = FakeClock(start=1_765_062_000.0)  # 2025-12-06T23:00Z, 15:00 PST
+    gate = MemoryGate(clock=clock)
+    provider = LimitedProvider(clock, limit=100)
+    cap = Cap(3, tz="America/Los_Angeles")
+    with pytest.raises(QuotaExceededError) as info:
+        asyncio.run(engine(clock, provider, gate, cap=cap, max_wait_seconds=5.0).run(queries(5)))
+    assert info.value.provider == "nominatim"
+    waited = clock.now() - 1_765_062_000.0
+    assert info.value.retry_after == pytest.approx(9 * 3600.0 - waited)
+    assert "resets at 2025-12-07 00:00 America/Los_Angeles (08:00 UTC)" in str(info.value)
+    clock.advance(3600.0)  # 00:00 UTC: the provider's day is not over
+    with pytest.raises(QuotaExceededError):
+        asyncio.run(engine(clock, provider, gate, cap=cap).run(queries(2)))
+    assert len(provider.log) == 3
+    clock.advance(8 * 3600.0)  # past 00:00 in Los Angeles
+    outcomes = asyncio.run(engine(clock, provider, gate, cap=cap).run(queries(2)))
+    assert [o.status for o in outcomes] == ["matched"] * 2
+
+
 def test_the_cap_is_shared_by_the_fleet() -> None:
     clock = FakeClock(start=0.0)
     gate = MemoryGate(clock=clock)

@@ -223,6 +223,25 @@ def test_a_cap_still_holds_while_degraded(clock: FakeClock) -> None:
         gate.reserve(KEY, 0.0, cap=Cap(5))
 
 
+
+def test_a_cap_in_a_zone_still_holds_while_degraded_on_its_own_count(clock: FakeClock) -> None:
+    """The local gate goes on from the store's last count of the zone's day, not from the
+    UTC cap's count on the same key."""
+    inner = FlakyGate(clock)
+    gate = FallbackGate(inner, clock=clock)
+    zoned = Cap(3, tz="America/Los_Angeles")
+    for _ in range(4):
+        gate.reserve(KEY, 0.0, cap=Cap(5))
+    gate.reserve(KEY, 0.0, cap=zoned)
+    inner.down = True
+    with pytest.warns(GateUnavailableWarning):
+        usage = gate.reserve(KEY, 0.0, cap=zoned).usage
+    assert usage is not None and (usage.used, usage.tz) == (2, "America/Los_Angeles")
+    assert gate.reserve(KEY, 0.0, cap=zoned).usage.used == 3  # type: ignore[union-attr]
+    with pytest.raises(QuotaExceededError, match="America/Los_Angeles"):
+        gate.reserve(KEY, 0.0, cap=zoned)
+    assert gate.reserve(KEY, 0.0, cap=Cap(5)).usage.used == 5  # type: ignore[union-attr]
+
 def test_stats_and_heartbeats_are_served_locally_while_degraded(clock: FakeClock) -> None:
     inner = FlakyGate(clock)
     gate = FallbackGate(inner, clock=clock)

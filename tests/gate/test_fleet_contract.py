@@ -11,8 +11,10 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -20,7 +22,7 @@ from geotoolkit.clock import FakeClock
 from geotoolkit.errors import QuotaExceededError
 from geotoolkit.gate import Aimd, Cap, Gate, MemoryGate, Report, SQLiteGate, gate_key
 from geotoolkit.gate.fleet import AIMD, WINDOW_SECONDS, AimdState, period_of
-from geotoolkit.gate.primitives import ReadState
+from geotoolkit.gate.primitives import AddCounters, ReadState
 from geotoolkit.gate.strategy import fleet_key
 
 TOL = 0.25
@@ -352,6 +354,37 @@ def test_a_cap_counts_reservations_per_period(store: Any, host: str) -> None:
     assert one.usage(key, "month").used == 0
     assert one.reserve(key, 1.0, cap=Cap(3, "month")).usage.used == 1  # type: ignore[union-attr]
     assert one.reserve(gate_key(host, "other"), 1.0, cap=cap).usage.used == 1  # type: ignore[union-attr]
+
+
+def test_a_cap_in_a_zone_counts_on_the_zones_calendar_of_the_store_clock(
+    store: Any, host: str
+) -> None:
+    """Two zones 25 hours apart (UTC+14, UTC-11) are never on the same date: each counts
+    its own day, on the store's clock, apart from UTC's, and resets at its own midnight."""
+    gate, other = store.open(), store.open()
+    key = gate_key(host)
+    east, west = Cap(2, tz="Pacific/Kiritimati"), Cap(2, tz="Pacific/Pago_Pago")
+    for g in (gate, other):
+        g.reserve(key, 0.0, cap=east)
+    with pytest.raises(QuotaExceededError, match="Pacific/Kiritimati") as info:
+        other.reserve(key, 0.0, cap=east)
+    now = gate.state(key).now
+    east_label, east_resets = period_of(now, "day", east.tz)
+    assert info.value.retry_after == pytest.approx(east_resets - now, abs=2.0)
+    assert east_resets != period_of(now, "day")[1]  # not UTC's midnight
+    assert "resets at " + datetime.fromtimestamp(east_resets, ZoneInfo(east.tz)).strftime(
+        "%Y-%m-%d 00:00 Pacific/Kiritimati") in str(info.value)
+    usage = gate.usage(key, "day", east.tz)
+    assert (usage.period, usage.used, usage.resets_at) == (east_label, 2, east_resets)
+    # The other zone and UTC count apart on the same key.
+    assert other.reserve(key, 0.0, cap=west).usage.period == period_of(now, "day", west.tz)[0]
+    assert [gate.usage(key, "day", tz).used for tz in (west.tz, "UTC")] == [1, 0]
+    assert gate.reserve(key, 0.0, cap=Cap(2)).usage.used == 1  # type: ignore[union-attr]
+    # When the zone's day is over, its count is the previous day's: the cap sends again.
+    yesterday = period_of(east_resets - 2 * 86_400.0, "day", east.tz)[0]
+    gate.store.run([AddCounters.of(key, {east_label: -2, yesterday: 2}, 86_400.0, durable=True)])
+    assert gate.reserve(key, 0.0, cap=east).usage.used == 1  # type: ignore[union-attr]
+    assert gate.usage(key, "day", "UTC").used == 1  # UTC's count untouched
 
 
 def test_a_wait_beyond_the_horizon_does_not_count(store: Any, host: str) -> None:

@@ -40,7 +40,7 @@ def test_every_key_on_the_store_with_its_fleet(store: Any, host: str) -> None:
     text = json.dumps([s.as_dict() for s in statuses.values()])
     assert "SECRET" not in text and "SECRET" not in status.to_json()
     assert json.loads(status.to_json())["day"] == {"period": status.day.period, "used": 1,
-                                                   "resets_at": status.day.resets_at}
+                                                   "resets_at": status.day.resets_at, "tz": "UTC"}
 
 
 def test_no_success_means_no_ratio() -> None:

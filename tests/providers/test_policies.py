@@ -7,6 +7,9 @@ import dataclasses
 import pytest
 
 from geotoolkit import ConfigurationError
+from geotoolkit.clock import FakeClock
+from geotoolkit.gate import Cap, MemoryGate, gate_key
+from geotoolkit.periods import check_zone
 from geotoolkit.providers import (
     LARGE_BATCH_ROWS,
     POLICIES,
@@ -48,6 +51,19 @@ def test_public_nominatim_policy() -> None:
 def test_free_plan_caps() -> None:
     assert (get_policy("opencage").daily_cap, get_policy("locationiq").daily_cap) == (2500, 5000)
     assert get_policy("mapbox").monthly_cap == 100_000
+
+
+def test_each_policy_names_the_zone_its_quota_day_starts_in() -> None:
+    """Google Maps Platform's daily quotas reset at midnight Pacific time (its usage-limits
+    page); OpenCage's at 24:00 UTC; the others publish no zone found: UTC."""
+    assert {n: p.cap_tz for n, p in POLICIES.items() if p.cap_tz != "UTC"} == {
+        "google": "America/Los_Angeles"}
+    assert all(check_zone(p.cap_tz) == p.cap_tz for p in POLICIES.values())
+    clock = FakeClock(start=1_796_603_400.0)  # 2026-12-07 00:30 UTC, 16:30 in California
+    gate = MemoryGate(clock=clock)
+    usage = gate.reserve(gate_key("maps.googleapis.com", "k"), 0.0,
+                         cap=Cap(100, tz=get_policy("google").cap_tz)).usage
+    assert usage is not None and usage.period == "2026-12-06@America/Los_Angeles"
 
 
 def test_registry_is_read_only() -> None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import itertools
 import warnings
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pandas as pd
 import pyogrio
 import pytest
 
 from geotoolkit.frontends.cli import main
+from geotoolkit.gate import open_gate
 from geotoolkit.gate.fallback import GateUnavailableWarning
 from geotoolkit.testing import ProviderSimulator
 
@@ -325,3 +328,43 @@ def test_help_examples_are_commands_to_copy(capsys: pytest.CaptureFixture[str]) 
         if line.endswith("\\"):
             assert following.startswith("      --"), following
     assert not any("   --" in line.strip() for line in examples)  # no line joined in the source
+
+
+def test_cap_tz_counts_the_cap_in_the_providers_day(sim: ProviderSimulator, csv_path: Path,
+                                                     tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``--cap 2 --cap-tz America/Los_Angeles``: the run stops at the cap, told when it resets
+    at Pacific midnight, and the count is the Pacific day's (the UTC day's is apart)."""
+    la = "America/Los_Angeles"
+    gate_url = f"sqlite:///{tmp_path / 'gate.sqlite'}"
+    argv = _argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "none", "--concurrency", "1",
+                 "--cap", "2", "--cap-tz", la)
+    argv[argv.index("--gate") + 1] = gate_url
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "stopped: QuotaExceededError: the daily cap of 2 requests" in err
+    assert len(sim.requests) == 2
+    gate = open_gate(gate_url)
+    try:
+        [key] = gate.keys("geotoolkit:")
+        usage = gate.usage(key, "day", la)
+        assert (usage.used, usage.tz) == (2, la) and gate.usage(key).used == 0
+    finally:
+        gate.close()
+    reset = datetime.fromtimestamp(usage.resets_at, ZoneInfo(la))
+    utc = datetime.fromtimestamp(usage.resets_at, UTC)
+    assert (f"2 sent on {usage.label}, America/Los_Angeles); it resets at {reset:%Y-%m-%d} "
+            f"00:00 America/Los_Angeles ({utc:%H:%M} UTC)") in err
+    assert SECRET not in err
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (("--cap-tz", "America/Los_Angeles"), "--cap-tz is the zone of --cap's day"),
+    (("--cap", "5", "--cap-tz", "Mars/Olympus_Mons"), "unknown time zone 'Mars/Olympus_Mons'"),
+])
+def test_a_bad_cap_tz_exits_2_before_sending(sim: ProviderSimulator, csv_path: Path,
+                                             tmp_path: Path, extra: tuple[str, ...], message: str,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(_argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "none", *extra)) == 2
+    assert message in capsys.readouterr().err
+    assert sim.requests == []

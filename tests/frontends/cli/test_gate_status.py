@@ -16,7 +16,9 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -346,3 +348,38 @@ def test_help_is_plain_text_with_defaults(capsys: pytest.CaptureFixture[str]) ->
     with pytest.raises(SystemExit) as exit_:
         main(["gate", "status", "memory://", "--watch", "0"])
     assert exit_.value.code == 2
+
+
+def test_caps_are_shown_in_the_zone_asked_with_their_reset(
+    served: Served, host: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fleet capping its key at Pacific midnight: ``--cap-tz`` shows that count, and when
+    it resets in the zone and in UTC; without it, the UTC count (apart)."""
+    key = gate_key(host, API_KEY)
+    la = "America/Los_Angeles"
+    for _ in range(3):
+        served.gate.reserve(key, 0.0, cap=Cap(10, tz=la))
+    served.gate.reserve(key, 0.0, cap=Cap(10))
+    usage = served.gate.usage(key, "day", la)
+    reset = datetime.fromtimestamp(usage.resets_at, ZoneInfo(la))
+    utc = datetime.fromtimestamp(usage.resets_at, UTC)
+    assert main(["gate", "status", served.url, "--provider", host, "--cap-tz", la]) == 0
+    shown = blocks(capsys.readouterr().out)[key]
+    assert f"counted toward caps: 3 on {usage.label} (America/Los_Angeles day), 0 in " \
+           f"{usage.label[:7]} (America/Los_Angeles month)" in shown
+    assert (f"the day resets at {reset:%Y-%m-%d} 00:00 America/Los_Angeles "
+            f"({utc:%H:%M} UTC)") in shown
+    assert main(["gate", "status", served.url, "--provider", host, "--json",
+                 "--cap-tz", la]) == 0
+    [status] = json.loads(capsys.readouterr().out)["keys"]
+    assert status["day"] == {"period": usage.period, "used": 3, "resets_at": usage.resets_at,
+                             "tz": la}
+    assert main(["gate", "status", served.url, "--provider", host]) == 0
+    assert "counted toward caps: 1 on " in blocks(capsys.readouterr().out)[key]
+
+
+def test_an_unknown_cap_zone_is_refused_naming_it(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'gate.sqlite'}"
+    assert main(["gate", "status", url, "--cap-tz", "America/Los_Angles"]) == 2
+    assert "unknown time zone 'America/Los_Angles'" in capsys.readouterr().err
