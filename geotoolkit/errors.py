@@ -81,12 +81,8 @@ class AuthenticationError(ProviderError):
     """401/403: the key or user agent is refused. Stops the batch."""
 
 
-class QuotaExceededError(ProviderError):
-    """402 or a daily/monthly cap reached. Stops the batch; state is kept.
-
-    ``retry_after``: for a cap the gate counts, the seconds until its period ends (the
-    next midnight in the cap's time zone); ``None`` when not known (a provider's 402).
-    """
+class _Waitable(ProviderError):
+    """A provider error that may say how long until trying again helps: ``retry_after``."""
 
     def __init__(
         self,
@@ -100,7 +96,15 @@ class QuotaExceededError(ProviderError):
         self.retry_after = retry_after
 
 
-class RateLimitError(ProviderError):
+class QuotaExceededError(_Waitable):
+    """402 or a daily/monthly cap reached. Stops the batch; state is kept.
+
+    ``retry_after``: for a cap the gate counts, the seconds until its period ends (the
+    next midnight in the cap's time zone); ``None`` when not known (a provider's 402).
+    """
+
+
+class RateLimitError(_Waitable):
     """429/503, or (non-blocking mode) a wait longer than the caller's budget.
 
     ``retry_after`` is the number of seconds to wait before trying again, already
@@ -108,17 +112,6 @@ class RateLimitError(ProviderError):
     """
 
     retriable = True
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: float | None = None,
-        provider: str | None = None,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(message, provider=provider, status_code=status_code)
-        self.retry_after = retry_after
 
 
 class ProviderUnavailableError(ProviderError, OSError):

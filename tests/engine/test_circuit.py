@@ -52,6 +52,16 @@ def engine(clock: FakeClock, transport: Callable[[httpx.Request], httpx.Response
     return Engine(PROVIDER, **options)
 
 
+def poisoned(*prefixes: str) -> Callable[[httpx.Request], httpx.Response]:
+    """A provider that answers 500 to the queries starting with ``prefixes``, else a match."""
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("q", "").startswith(prefixes):
+            return httpx.Response(500, text="internal error")
+        return httpx.Response(200, json=MATCH)
+
+    return answer
+
+
 def queries(n: int, prefix: str = "Street") -> list[Query | str]:
     return [Query(text=f"{prefix} {i}, Vaduz") for i in range(n)]
 
@@ -120,12 +130,7 @@ def test_two_poisoned_rows_that_open_the_circuit_do_not_hold_the_other_rows_for_
     closed and the run ended after circuit_timeout_seconds (600 s) with nothing to show: a
     failed probe is its row's attempt, and such rows end as failures."""
     clock = FakeClock(start=0.0)
-
-    def two_poisoned(request: httpx.Request) -> httpx.Response:
-        q = request.url.params.get("q", "")
-        if q.startswith(("Street 1,", "Street 2,")):
-            return httpx.Response(500, text="internal error")
-        return httpx.Response(200, json=MATCH)
+    two_poisoned = poisoned("Street 1,", "Street 2,")
 
     outcomes = asyncio.run(engine(clock, two_poisoned, MemoryGate(clock=clock), circuit_failures=3)
                            .run(queries(60)))
@@ -141,12 +146,7 @@ def test_while_other_rows_wait_a_row_whose_send_just_failed_lets_them_probe_firs
     done at 82 s, measured); a waiting row whose last send did not fail probes first, and its
     answer closes the circuit (done at 50 s)."""
     clock = FakeClock(start=0.0)
-
-    def two_poisoned(request: httpx.Request) -> httpx.Response:
-        q = request.url.params.get("q", "")
-        if q.startswith(("Street 1,", "Street 2,")):
-            return httpx.Response(500, text="internal error")
-        return httpx.Response(200, json=MATCH)
+    two_poisoned = poisoned("Street 1,", "Street 2,")
 
     outcomes = asyncio.run(engine(clock, two_poisoned, MemoryGate(clock=clock), rate=1.0,
                                   circuit_failures=2).run(queries(20)))

@@ -137,14 +137,9 @@ def test_retry_after_sent_twice_is_honoured() -> None:
     twice = [json_type, ("Retry-After", "30"), ("Retry-After", "30")]
     with Scripted([(429, twice, b"<html>Too Many Requests</html>"), (200, [json_type], match)]
                   ) as server:
-        clock = FakeClock(start=0.0)
-        events: list[Event] = []
-        engine = Engine(Nominatim(server.url, user_agent="geotoolkit-tests/1.0 (tests@example.org)"),
-                        gate=MemoryGate(clock=clock), rate=RatePolicy(rate=1.0), clock=clock,
-                        concurrency=1, rng=random.Random(3))
-        outcomes = asyncio.run(engine.run(ADDRESSES[:1], events.append))
+        outcomes, throttles = nominatim_run(server)
     assert isinstance(outcomes[0], Match) and len(server.seen) == 2
-    throttle, = (e for e in events if isinstance(e, Throttled))
+    throttle, = throttles
     assert (throttle.cause, throttle.retry_after) == ("retry-after", 30.0)
     assert throttle.wait_seconds >= 30.0
 
