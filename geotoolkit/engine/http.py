@@ -24,12 +24,18 @@ import contextlib
 import functools
 import importlib
 import logging
+import os
 import ssl
 from collections.abc import Iterable
 
 import httpx
 
-from geotoolkit.errors import ProviderResponseError, ProviderUnavailableError, QueryError
+from geotoolkit.errors import (
+    ConfigurationError,
+    ProviderResponseError,
+    ProviderUnavailableError,
+    QueryError,
+)
 from geotoolkit.redact import redact
 
 __all__ = ["BEFORE_SEND", "DEFAULT_TIMEOUT", "SendVoided", "make_client", "send", "warm_up"]
@@ -90,12 +96,29 @@ def _install_redaction(secrets: Iterable[str | None] = ()) -> None:
             log.addFilter(_RedactingFilter())
 
 
-@functools.cache
 def _tls_context() -> ssl.SSLContext:
-    """One verified TLS context per process: building one loads the CA bundle (~0.1 s)."""
-    import certifi
+    """A verified TLS context trusting ``SSL_CERT_FILE`` and/or ``SSL_CERT_DIR`` where set
+    (the OpenSSL convention httpx honours too: a company's CA, a TLS-intercepting gateway's),
+    else certifi's bundle. A path that cannot be loaded is a :class:`ConfigurationError`."""
+    cafile = os.environ.get("SSL_CERT_FILE") or None
+    capath = os.environ.get("SSL_CERT_DIR") or None
+    try:
+        return _verified_context(cafile, capath)
+    except (OSError, ssl.SSLError) as exc:  # FileNotFoundError, a file that is not PEM
+        named = " and ".join(f"{var}={value}" for var, value in
+                             (("SSL_CERT_FILE", cafile), ("SSL_CERT_DIR", capath)) if value)
+        raise ConfigurationError(f"cannot load the CA certificates of {named} "
+                                 f"({type(exc).__name__}: {exc.strerror or exc})") from exc
 
-    return ssl.create_default_context(cafile=certifi.where())
+
+@functools.cache
+def _verified_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    """One context per CA bundle and process: building one loads the bundle (~0.1 s)."""
+    if cafile is None and capath is None:
+        import certifi
+
+        cafile = certifi.where()
+    return ssl.create_default_context(cafile=cafile, capath=capath)
 
 
 def make_client(
