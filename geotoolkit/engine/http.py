@@ -11,7 +11,10 @@ exceptions are mapped here, once:
 - a body that cannot be decoded (``Content-Encoding: gzip`` that is not gzip), a body
   over the cap: :class:`~geotoolkit.errors.ProviderResponseError` (the row fails);
 - a request httpx refuses to build or send (an invalid URL):
-  :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent).
+  :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent);
+- a TLS certificate refused (a private CA not trusted, another host's, expired):
+  :class:`~geotoolkit.errors.ConfigurationError` (the run stops: no retry mends it). The
+  CAs trusted are ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` where set, else certifi's.
 
 httpx logs every request URL at INFO, httpcore the response headers at DEBUG; a filter
 on each of their loggers hides credentials in those records.
@@ -180,13 +183,37 @@ async def send(
         raise QueryError(f"{provider}: the request cannot be sent ({type(exc).__name__})",
                          provider=provider) from exc
     except httpx.TransportError as exc:
-        raise ProviderUnavailableError(
-            f"{provider} connection failed ({type(exc).__name__})", provider=provider
-        ) from exc
+        raise _transport_error(exc, provider, request.url) from exc
     # As received, in bytes: a value httpx decoded from UTF-8 or Latin-1 would not encode back
     headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _WIRE_HEADERS]
     return httpx.Response(response.status_code, headers=headers, content=body, request=request,
                           extensions={"http_version": response.http_version.encode()})
+
+
+def _transport_error(exc: httpx.TransportError, provider: str, url: httpx.URL) -> Exception:
+    """A connection that failed: an outage (retried), unless the certificate was refused,
+    which no retry mends (an untrusted CA, another host's certificate, an expired one)."""
+    refused = _certificate_refused(exc)
+    if refused is None:
+        return ProviderUnavailableError(f"{provider} connection failed ({type(exc).__name__})",
+                                        provider=provider)
+    where = f"{url.host}:{url.port or 443}"
+    return ConfigurationError(
+        f"{provider}: the TLS certificate of {where} was refused ({refused}); a private CA "
+        "(a company's, a TLS-intercepting gateway's) is trusted with SSL_CERT_FILE=/path/to/ca.pem "
+        "or SSL_CERT_DIR=/path/to/folder")
+
+
+def _certificate_refused(exc: BaseException) -> str | None:
+    """Why the TLS handshake refused the peer's certificate, if that is what ``exc`` is."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx wraps httpcore's error, which wraps the ssl module's
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return str(seen.verify_message or seen.reason or "certificate verify failed")
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 async def _read(response: httpx.Response, provider: str, max_bytes: int) -> bytes:

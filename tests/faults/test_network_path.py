@@ -182,3 +182,26 @@ def test_an_ssl_cert_file_that_cannot_be_read_stops_the_run_naming_it(
     with pytest.raises(ConfigurationError, match=r"SSL_CERT_FILE=.*missing\.pem.*No such file"):
         run(_url(server), ["Vaduz"])
     assert server.connections == 0
+
+
+@pytest.mark.parametrize(("certificate", "why"), [
+    ("untrusted", "unable to get local issuer certificate"),
+    ("wrong-host", "not valid for '127.0.0.1'"),
+    ("expired", "certificate has expired"),
+])
+def test_a_certificate_refused_stops_the_run_at_once_with_the_reason(
+        ca: _CA, serve: Any, monkeypatch: pytest.MonkeyPatch, certificate: str,
+        why: str) -> None:
+    """Not an outage to probe for circuit_timeout_seconds: one handshake, then a stop."""
+    options: dict[str, Any] = {"untrusted": {}, "wrong-host": {"hosts": ("other.example",)},
+                               "expired": {"days": (-30, -1)}}[certificate]
+    server = serve(*ca.server(certificate, **options))
+    if certificate != "untrusted":
+        monkeypatch.setenv("SSL_CERT_FILE", str(ca.pem))
+    with pytest.raises(ConfigurationError) as caught:
+        run(_url(server), ["Städtle 1, Vaduz", "Vaduz"], circuit_timeout_seconds=600.0)
+    message = str(caught.value)
+    assert why in message and "SSL_CERT_FILE" in message
+    assert f"127.0.0.1:{server.server_address[1]}" in message
+    assert SECRET not in message
+    assert server.connections == 1
