@@ -12,6 +12,8 @@ exceptions are mapped here, once:
   over the cap: :class:`~geotoolkit.errors.ProviderResponseError` (the row fails);
 - a request httpx refuses to build or send (an invalid URL):
   :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent);
+- a proxy's ``407`` (or ``401``/``403``) to an HTTPS tunnel's ``CONNECT``:
+  :class:`~geotoolkit.errors.AuthenticationError` (the run stops), as a 407 answer does;
 - a TLS certificate refused (a private CA not trusted, another host's, expired):
   :class:`~geotoolkit.errors.ConfigurationError` (the run stops: no retry mends it). The
   CAs trusted are ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` where set, else certifi's.
@@ -39,6 +41,7 @@ from geotoolkit.errors import (
     ProviderUnavailableError,
     QueryError,
 )
+from geotoolkit.providers.base import proxy_refused
 from geotoolkit.redact import redact
 
 __all__ = ["BEFORE_SEND", "DEFAULT_TIMEOUT", "SendVoided", "make_client", "send", "warm_up"]
@@ -193,6 +196,9 @@ async def send(
 def _transport_error(exc: httpx.TransportError, provider: str, url: httpx.URL) -> Exception:
     """A connection that failed: an outage (retried), unless the certificate was refused,
     which no retry mends (an untrusted CA, another host's certificate, an expired one)."""
+    status = str(exc)[:3]  # httpcore: "407 Proxy Authentication Required"
+    if isinstance(exc, httpx.ProxyError) and status in ("401", "403", "407"):  # CONNECT refused
+        return proxy_refused(provider, redact(str(exc)[:200], tuple(_SECRETS)), status=int(status))
     refused = _certificate_refused(exc)
     if refused is None:
         return ProviderUnavailableError(f"{provider} connection failed ({type(exc).__name__})",

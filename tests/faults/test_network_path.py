@@ -1,14 +1,21 @@
-"""The network between an analyst and the provider: a private CA, a bad certificate.
+"""The network between an analyst and the provider: a private CA, a bad certificate, a proxy.
 
 A provider behind a TLS-intercepting gateway or a company's own CA: a real TLS server on
-127.0.0.1 with a certificate signed by a CA made here. The batch runs end to end
+127.0.0.1 with a certificate signed by a CA made here. A company's HTTP proxy, named by
+``HTTP_PROXY`` / ``HTTPS_PROXY``: a tiny forwarding proxy on 127.0.0.1 (plain requests in
+absolute form, ``CONNECT`` tunnels) that may want credentials. The batch runs end to end
 (``df.geocode.run``).
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
+import http.client
+import logging
+import select
 import shutil
+import socket
 import ssl
 import subprocess
 import threading
@@ -16,11 +23,12 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pandas as pd
 import pytest
 
-from geotoolkit.errors import ConfigurationError
+from geotoolkit.errors import AuthenticationError, ConfigurationError
 from geotoolkit.policy import Backoff
 from geotoolkit.providers import Nominatim
 
@@ -205,3 +213,184 @@ def test_a_certificate_refused_stops_the_run_at_once_with_the_reason(
     assert f"127.0.0.1:{server.server_address[1]}" in message
     assert SECRET not in message
     assert server.connections == 1
+
+
+PROXY_USER, PROXY_PASSWORD = "alice", "pr0xy-pa55word-42"
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    """Forwards ``GET http://host/...`` and tunnels ``CONNECT host:port``, once the client
+    gave the proxy's credentials (when it wants some)."""
+
+    protocol_version = "HTTP/1.1"
+    server: _Proxy
+
+    def _allowed(self) -> bool:
+        self.server.seen.append(f"{self.command} {self.path}")
+        if self.server.credentials is None:
+            return True
+        token = base64.b64encode(self.server.credentials.encode()).decode()
+        if self.headers.get("Proxy-Authorization") == f"Basic {token}":
+            return True
+        page = b"<html><body><h1>407 Proxy Authentication Required</h1></body></html>"
+        self.send_response(407)
+        self.send_header("Proxy-Authenticate", 'Basic realm="corp"')
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+        return False
+
+    def do_GET(self) -> None:
+        if not self._allowed():
+            return
+        target = urlsplit(self.path)
+        upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=5)
+        upstream.request("GET", f"{target.path}?{target.query}")
+        answer = upstream.getresponse()
+        body = answer.read()
+        self.send_response(answer.status)
+        self.send_header("Content-Type", answer.getheader("Content-Type", ""))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        upstream.close()
+
+    def do_CONNECT(self) -> None:
+        if not self._allowed():
+            return
+        if self.server.forbid_tunnels:
+            self.send_response(403, "Forbidden")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        host, port = self.path.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5) as upstream:
+            self.send_response(200, "Connection established")
+            self.end_headers()
+            self._pipe(self.connection, upstream)
+        self.close_connection = True
+
+    @staticmethod
+    def _pipe(client: socket.socket, upstream: socket.socket) -> None:
+        while True:
+            ready, _, _ = select.select([client, upstream], [], [], 5)
+            if not ready:
+                return
+            for sock in ready:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                (upstream if sock is client else client).sendall(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Proxy(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, credentials: str | None) -> None:
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+        self.credentials, self.seen = credentials, list[str]()
+        self.forbid_tunnels = False
+
+
+@pytest.fixture
+def proxy() -> Iterator[Any]:
+    proxies: list[tuple[_Proxy, threading.Thread]] = []
+
+    def start(credentials: str | None = None) -> _Proxy:
+        server = _Proxy(credentials)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        proxies.append((server, thread))
+        return server
+
+    yield start
+    for server, thread in proxies:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def plain() -> Iterator[str]:
+    """The provider on plain HTTP."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def _proxy_url(server: _Proxy, userinfo: str = "") -> str:
+    return f"http://{userinfo}127.0.0.1:{server.server_address[1]}"
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+def test_the_proxy_named_by_http_proxy_carries_the_run_and_no_proxy_goes_around_it(
+        proxy: Any, plain: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = proxy(f"{PROXY_USER}:{PROXY_PASSWORD}")
+    monkeypatch.setenv("HTTP_PROXY", _proxy_url(server, f"{PROXY_USER}:{PROXY_PASSWORD}@"))
+    assert list(run(plain, ["Vaduz"])["geocode_status"]) == ["matched"]
+    assert [seen.split("?")[0] for seen in server.seen] == [f"GET {plain}/search"]
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    assert list(run(plain, ["Schaan"])["geocode_status"]) == ["matched"]
+    assert len(server.seen) == 1
+
+
+def test_the_proxy_named_by_https_proxy_tunnels_to_a_provider_on_a_private_ca(
+        proxy: Any, ca: _CA, serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    provider = serve(*ca.server("provider"))
+    server = proxy(f"{PROXY_USER}:{PROXY_PASSWORD}")
+    monkeypatch.setenv("HTTPS_PROXY", _proxy_url(server, f"{PROXY_USER}:{PROXY_PASSWORD}@"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.pem))
+    assert list(run(_url(provider), ["Vaduz", "Schaan"])["geocode_status"]) == ["matched"] * 2
+    assert server.seen[0] == f"CONNECT 127.0.0.1:{provider.server_address[1]}"
+
+
+@pytest.mark.parametrize("tunnel", [False, True], ids=["http", "https-connect"])
+@pytest.mark.parametrize("userinfo", ["", f"{PROXY_USER}:wrong-{PROXY_PASSWORD}@"],
+                         ids=["no-credentials", "wrong-credentials"])
+def test_a_proxy_that_wants_credentials_stops_the_run_saying_so_and_hides_them(
+        proxy: Any, plain: str, ca: _CA, serve: Any, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture, tunnel: bool, userinfo: str) -> None:
+    """A 407 is no row's fault and no outage: not every row dead-lettered as 'rejected the
+    query', nor probed for circuit_timeout_seconds."""
+    server = proxy(f"{PROXY_USER}:{PROXY_PASSWORD}")
+    if tunnel:
+        url = _url(serve(*ca.server("provider")))
+        monkeypatch.setenv("SSL_CERT_FILE", str(ca.pem))
+    else:
+        url = plain
+    monkeypatch.setenv("HTTPS_PROXY" if tunnel else "HTTP_PROXY", _proxy_url(server, userinfo))
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(AuthenticationError) as caught:
+        run(url, ["Vaduz", "Schaan", "Balzers"], circuit_timeout_seconds=600.0)
+    message = str(caught.value)
+    assert "proxy" in message and "407" in message and "HTTPS_PROXY" in message
+    assert caught.value.status_code == 407
+    assert len(server.seen) == 1
+    for text in (message, repr(caught.value), caplog.text):
+        assert PROXY_PASSWORD not in text and SECRET not in text
+
+
+def test_a_proxy_that_forbids_the_tunnel_stops_the_run_saying_so(
+        proxy: Any, ca: _CA, serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = proxy()
+    server.forbid_tunnels = True
+    monkeypatch.setenv("HTTPS_PROXY", _proxy_url(server))
+    monkeypatch.setenv("SSL_CERT_FILE", str(ca.pem))
+    with pytest.raises(AuthenticationError, match=r"proxy .*HTTP 403.*CONNECT.*403 Forbidden"):
+        run(_url(serve(*ca.server("provider"))), ["Vaduz", "Schaan"], circuit_timeout_seconds=600.0)
+    assert len(server.seen) == 1
