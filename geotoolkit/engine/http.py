@@ -200,9 +200,11 @@ def _transport_error(exc: httpx.TransportError, provider: str, url: httpx.URL) -
     if isinstance(exc, httpx.ProxyError) and status in ("401", "403", "407"):  # CONNECT refused
         return proxy_refused(provider, redact(str(exc)[:200], tuple(_SECRETS)), status=int(status))
     refused = _certificate_refused(exc)
-    if refused is None:
-        return ProviderUnavailableError(f"{provider} connection failed ({type(exc).__name__})",
-                                        provider=provider)
+    if refused is None:  # why, as httpx says it: "[Errno 111] Connection refused", a proxy's
+        why = redact(str(exc), tuple(_SECRETS))[:200]  # "502 Bad Gateway", "peer closed ..."
+        return ProviderUnavailableError(
+            f"{provider} connection failed ({type(exc).__name__}{f': {why}' if why else ''})",
+            provider=provider)
     where = f"{url.host}:{url.port or 443}"
     return ConfigurationError(
         f"{provider}: the TLS certificate of {where} was refused ({refused}); a private CA "

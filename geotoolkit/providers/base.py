@@ -241,9 +241,11 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
         raise RateLimitError(
             f"{provider} is throttling (HTTP {status})",
             retry_after=hint, provider=provider, status_code=status)
-    if status >= 500:
+    if status >= 500:  # what it said: a proxy's or a gateway's page tells whose failure it is
+        why = said(response, secrets)
         raise ProviderUnavailableError(
-            f"{provider} is unavailable (HTTP {status})", provider=provider, status_code=status)
+            f"{provider} is unavailable (HTTP {status}){f': {why}' if why else ''}",
+            provider=provider, status_code=status)
 
 
 def proxy_refused(provider: str, why: str = "", *, status: int = 407) -> AuthenticationError:

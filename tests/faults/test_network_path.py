@@ -245,8 +245,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if not self._allowed():
             return
         target = urlsplit(self.path)
-        upstream = http.client.HTTPConnection(target.hostname, target.port, timeout=5)
-        upstream.request("GET", f"{target.path}?{target.query}")
+        upstream = http.client.HTTPConnection(target.hostname or "", target.port, timeout=5)
+        try:
+            upstream.request("GET", f"{target.path}?{target.query}")
+        except OSError:
+            return self._bad_gateway(b"<html><body><h1>502 Bad Gateway</h1>"
+                                     b"<p>corp-proxy: the upstream host is unreachable</p></body></html>")
         answer = upstream.getresponse()
         body = answer.read()
         self.send_response(answer.status)
@@ -265,11 +269,22 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         host, port = self.path.rsplit(":", 1)
-        with socket.create_connection((host, int(port)), timeout=5) as upstream:
+        try:
+            upstream = socket.create_connection((host, int(port)), timeout=5)
+        except OSError:
+            return self._bad_gateway(b"")
+        with upstream:
             self.send_response(200, "Connection established")
             self.end_headers()
             self._pipe(self.connection, upstream)
         self.close_connection = True
+
+    def _bad_gateway(self, page: bytes) -> None:
+        self.send_response(502, "Bad Gateway")
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
 
     @staticmethod
     def _pipe(client: socket.socket, upstream: socket.socket) -> None:
@@ -394,3 +409,24 @@ def test_a_proxy_that_forbids_the_tunnel_stops_the_run_saying_so(
     with pytest.raises(AuthenticationError, match=r"proxy .*HTTP 403.*CONNECT.*403 Forbidden"):
         run(_url(serve(*ca.server("provider"))), ["Vaduz", "Schaan"], circuit_timeout_seconds=600.0)
     assert len(server.seen) == 1
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("tunnel", [False, True], ids=["http", "https-connect"])
+def test_a_proxy_that_cannot_reach_the_provider_fails_the_rows_with_what_it_said(
+        proxy: Any, monkeypatch: pytest.MonkeyPatch, tunnel: bool) -> None:
+    """An outage, retried as documented; the reason shows it was the proxy's answer."""
+    server = proxy()
+    monkeypatch.setenv("HTTPS_PROXY" if tunnel else "HTTP_PROXY", _proxy_url(server))
+    url = f"{'https' if tunnel else 'http'}://127.0.0.1:{_dead_port()}"
+    result = run(url, ["Vaduz"], max_attempts=2, circuit_failures=50, full_results=True)
+    assert list(result["geocode_status"]) == ["failed"]
+    reason = result["geocode_reason"].iloc[0]
+    assert ("ProxyError: 502 Bad Gateway" if tunnel else
+            "(HTTP 502): 502 Bad Gateway corp-proxy: the upstream host is unreachable") in reason
+    assert len(server.seen) == 2
