@@ -138,12 +138,17 @@ def make_client(
     values (the provider's API key) hidden wherever httpx and httpcore log them."""
     _install_redaction(secrets)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    return httpx.AsyncClient(
-        timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-        limits=limits,
-        transport=transport,
-        verify=_tls_context(),
-    )
+    try:  # without a transport, httpx reads HTTP(S)_PROXY, ALL_PROXY and NO_PROXY here
+        return httpx.AsyncClient(
+            timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+            limits=limits,
+            transport=transport,
+            verify=_tls_context(),
+        )
+    except (ImportError, ValueError) as exc:  # socks:// without socksio, an unknown scheme
+        raise ConfigurationError(
+            f"the proxy named by HTTPS_PROXY / HTTP_PROXY / ALL_PROXY cannot be used: "
+            f"{redact(str(exc))}") from exc
 
 
 async def send(

@@ -430,3 +430,25 @@ def test_a_proxy_that_cannot_reach_the_provider_fails_the_rows_with_what_it_said
     assert ("ProxyError: 502 Bad Gateway" if tunnel else
             "(HTTP 502): 502 Bad Gateway corp-proxy: the upstream host is unreachable") in reason
     assert len(server.seen) == 2
+
+
+@pytest.mark.parametrize(("variable", "value", "why"), [
+    ("HTTP_PROXY", f"ftp://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:2121", "Unknown scheme"),
+    ("ALL_PROXY", f"socks5://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:1080", "socks"),
+])
+def test_a_proxy_from_the_environment_that_cannot_be_used_stops_the_run_naming_it(
+        plain: str, monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
+        why: str) -> None:
+    if why == "socks":
+        try:
+            import socksio  # noqa: F401
+        except ImportError:
+            why = "socksio"
+        else:
+            pytest.skip("socksio is installed: httpx can use a SOCKS proxy")
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigurationError) as caught:
+        run(plain, ["Vaduz"])
+    message = str(caught.value)
+    assert why in message and "proxy" in message.lower()
+    assert PROXY_PASSWORD not in message and PROXY_PASSWORD not in repr(caught.value)
