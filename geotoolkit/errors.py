@@ -8,7 +8,7 @@ mapped to these once, at the adapter's edge, with ``raise ... from exc``::
     ├── ConfigurationError (ValueError)        bad arguments, gate URL, user agent
     ├── ProviderError                          .provider, .status_code
     │   ├── QueryError (ValueError)            400-class bad input      → dead letter
-    │   ├── AuthenticationError                401/403                  → stop the batch
+    │   ├── AuthenticationError                401/403, a proxy's 407   → stop the batch
     │   ├── QuotaExceededError                 402, daily cap           → stop, keep state
     │   ├── RateLimitError                     429/503; .retry_after    → retriable
     │   ├── ProviderUnavailableError (OSError) 5xx, timeouts, resets    → retriable
@@ -78,7 +78,8 @@ class QueryError(ProviderError, ValueError):
 
 
 class AuthenticationError(ProviderError):
-    """401/403: the key or user agent is refused. Stops the batch."""
+    """401/403: the key or user agent is refused; 407: a proxy on the way wants credentials
+    (``HTTPS_PROXY=http://user:password@proxy:port``). Stops the batch."""
 
 
 class _Waitable(ProviderError):

@@ -96,6 +96,9 @@ class Circuit:
         self._run: list[str] = []  # the queries of the current run of failures
         self._read_epoch: int | None = None
         self._refused_since: float | None = None  # this worker's first 429/503 since an answer
+        # (the circuit's opened_at, when this worker first saw it open): a run waits out its
+        # own timeout, probing, even for a circuit an earlier run left open on the gate.
+        self._joined: tuple[float, float] | None = None
         # The tasks whose last send failed let those waiting whose did not probe first.
         self._failing: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
         self._waiting: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
@@ -124,7 +127,7 @@ class Circuit:
             while self.known is not None and not self.probing:
                 state = self.known
                 now = self._store_now()
-                if now - state.opened_at > self.timeout_seconds:
+                if now - self._open_since(state, now) > self.timeout_seconds:
                     raise self._gave_up(state, now)
                 wait = state.probe_at - now
                 if wait > 0:
@@ -265,6 +268,14 @@ class Circuit:
 
     def _ttl(self) -> float:
         return max(self.timeout_seconds, self.max_interval) * 2 + 60.0
+
+    def _open_since(self, state: CircuitState, now: float) -> float:
+        """Since when this worker has known ``state`` open: when it opened, or when this
+        worker first met it (a circuit an earlier run gave up on is probed, not inherited
+        as already timed out: 'run again to resume' would stop at once, nothing sent)."""
+        if self._joined is None or self._joined[0] != state.opened_at:
+            self._joined = (state.opened_at, now)
+        return max(state.opened_at, self._joined[1])
 
     def _gave_up(self, state: CircuitState, now: float) -> ProviderUnavailableError:
         return ProviderUnavailableError(

@@ -11,7 +11,12 @@ exceptions are mapped here, once:
 - a body that cannot be decoded (``Content-Encoding: gzip`` that is not gzip), a body
   over the cap: :class:`~geotoolkit.errors.ProviderResponseError` (the row fails);
 - a request httpx refuses to build or send (an invalid URL):
-  :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent).
+  :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent);
+- a proxy's ``407`` (or ``401``/``403``) to an HTTPS tunnel's ``CONNECT``:
+  :class:`~geotoolkit.errors.AuthenticationError` (the run stops), as a 407 answer does;
+- a TLS certificate refused (a private CA not trusted, another host's, expired):
+  :class:`~geotoolkit.errors.ConfigurationError` (the run stops: no retry mends it). The
+  CAs trusted are ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` where set, else certifi's.
 
 httpx logs every request URL at INFO, httpcore the response headers at DEBUG; a filter
 on each of their loggers hides credentials in those records.
@@ -24,12 +29,19 @@ import contextlib
 import functools
 import importlib
 import logging
+import os
 import ssl
 from collections.abc import Iterable
 
 import httpx
 
-from geotoolkit.errors import ProviderResponseError, ProviderUnavailableError, QueryError
+from geotoolkit.errors import (
+    ConfigurationError,
+    ProviderResponseError,
+    ProviderUnavailableError,
+    QueryError,
+)
+from geotoolkit.providers.base import proxy_refused
 from geotoolkit.redact import redact
 
 __all__ = ["BEFORE_SEND", "DEFAULT_TIMEOUT", "SendVoided", "make_client", "send", "warm_up"]
@@ -90,12 +102,29 @@ def _install_redaction(secrets: Iterable[str | None] = ()) -> None:
             log.addFilter(_RedactingFilter())
 
 
-@functools.cache
 def _tls_context() -> ssl.SSLContext:
-    """One verified TLS context per process: building one loads the CA bundle (~0.1 s)."""
-    import certifi
+    """A verified TLS context trusting ``SSL_CERT_FILE`` and/or ``SSL_CERT_DIR`` where set
+    (the OpenSSL convention httpx honours too: a company's CA, a TLS-intercepting gateway's),
+    else certifi's bundle. A path that cannot be loaded is a :class:`ConfigurationError`."""
+    cafile = os.environ.get("SSL_CERT_FILE") or None
+    capath = os.environ.get("SSL_CERT_DIR") or None
+    try:
+        return _verified_context(cafile, capath)
+    except (OSError, ssl.SSLError) as exc:  # FileNotFoundError, a file that is not PEM
+        named = " and ".join(f"{var}={value}" for var, value in
+                             (("SSL_CERT_FILE", cafile), ("SSL_CERT_DIR", capath)) if value)
+        raise ConfigurationError(f"cannot load the CA certificates of {named} "
+                                 f"({type(exc).__name__}: {exc.strerror or exc})") from exc
 
-    return ssl.create_default_context(cafile=certifi.where())
+
+@functools.cache
+def _verified_context(cafile: str | None, capath: str | None) -> ssl.SSLContext:
+    """One context per CA bundle and process: building one loads the bundle (~0.1 s)."""
+    if cafile is None and capath is None:
+        import certifi
+
+        cafile = certifi.where()
+    return ssl.create_default_context(cafile=cafile, capath=capath)
 
 
 def make_client(
@@ -109,12 +138,17 @@ def make_client(
     values (the provider's API key) hidden wherever httpx and httpcore log them."""
     _install_redaction(secrets)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    return httpx.AsyncClient(
-        timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-        limits=limits,
-        transport=transport,
-        verify=_tls_context(),
-    )
+    try:  # without a transport, httpx reads HTTP(S)_PROXY, ALL_PROXY and NO_PROXY here
+        return httpx.AsyncClient(
+            timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+            limits=limits,
+            transport=transport,
+            verify=_tls_context(),
+        )
+    except (ImportError, ValueError) as exc:  # socks:// without socksio, an unknown scheme
+        raise ConfigurationError(
+            f"the proxy named by HTTPS_PROXY / HTTP_PROXY / ALL_PROXY cannot be used: "
+            f"{redact(str(exc))}") from exc
 
 
 async def send(
@@ -157,13 +191,42 @@ async def send(
         raise QueryError(f"{provider}: the request cannot be sent ({type(exc).__name__})",
                          provider=provider) from exc
     except httpx.TransportError as exc:
-        raise ProviderUnavailableError(
-            f"{provider} connection failed ({type(exc).__name__})", provider=provider
-        ) from exc
+        raise _transport_error(exc, provider, request.url) from exc
     # As received, in bytes: a value httpx decoded from UTF-8 or Latin-1 would not encode back
     headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _WIRE_HEADERS]
     return httpx.Response(response.status_code, headers=headers, content=body, request=request,
                           extensions={"http_version": response.http_version.encode()})
+
+
+def _transport_error(exc: httpx.TransportError, provider: str, url: httpx.URL) -> Exception:
+    """A connection that failed: an outage (retried), unless the certificate was refused,
+    which no retry mends (an untrusted CA, another host's certificate, an expired one)."""
+    status = str(exc)[:3]  # httpcore: "407 Proxy Authentication Required"
+    if isinstance(exc, httpx.ProxyError) and status in ("401", "403", "407"):  # CONNECT refused
+        return proxy_refused(provider, redact(str(exc)[:200], tuple(_SECRETS)), status=int(status))
+    refused = _certificate_refused(exc)
+    if refused is None:  # why, as httpx says it: "[Errno 111] Connection refused", a proxy's
+        why = redact(str(exc), tuple(_SECRETS))[:200]  # "502 Bad Gateway", "peer closed ..."
+        return ProviderUnavailableError(
+            f"{provider} connection failed ({type(exc).__name__}{f': {why}' if why else ''})",
+            provider=provider)
+    where = f"{url.host}:{url.port or 443}"
+    return ConfigurationError(
+        f"{provider}: the TLS certificate of {where} was refused ({refused}); a private CA "
+        "(a company's, a TLS-intercepting gateway's) is trusted with SSL_CERT_FILE=/path/to/ca.pem "
+        "or SSL_CERT_DIR=/path/to/folder")
+
+
+def _certificate_refused(exc: BaseException) -> str | None:
+    """Why the TLS handshake refused the peer's certificate, if that is what ``exc`` is."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # httpx wraps httpcore's error, which wraps the ssl module's
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return str(seen.verify_message or seen.reason or "certificate verify failed")
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 async def _read(response: httpx.Response, provider: str, max_bytes: int) -> bytes:

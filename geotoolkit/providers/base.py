@@ -219,9 +219,12 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
 
     A 401, 402 or 403 stops the run: its message ends with what the provider said why
     (``said``), redacted of ``secrets``: a disabled key, a rejected IP, a service not
-    enabled and a usage-policy block need different fixes.
+    enabled and a usage-policy block need different fixes. So does a 407 (a proxy on the
+    way wants credentials, :func:`proxy_refused`): no row's fault, and no outage.
     """
     status = response.status_code
+    if status == 407:
+        raise proxy_refused(provider, said(response, secrets))
     if status in (401, 402, 403):
         why = said(response, secrets)
         why = f": {why}" if why else ""
@@ -238,9 +241,24 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
         raise RateLimitError(
             f"{provider} is throttling (HTTP {status})",
             retry_after=hint, provider=provider, status_code=status)
-    if status >= 500:
+    if status >= 500:  # what it said: a proxy's or a gateway's page tells whose failure it is
+        why = said(response, secrets)
         raise ProviderUnavailableError(
-            f"{provider} is unavailable (HTTP {status})", provider=provider, status_code=status)
+            f"{provider} is unavailable (HTTP {status}){f': {why}' if why else ''}",
+            provider=provider, status_code=status)
+
+
+def proxy_refused(provider: str, why: str = "", *, status: int = 407) -> AuthenticationError:
+    """A proxy between here and the provider refused the request: a 407 (to a request, or
+    to the ``CONNECT`` of an HTTPS tunnel) wants credentials; a 401/403 to a ``CONNECT``
+    refuses those given, or the destination."""
+    why = f": {why}" if why else ""
+    cause = ("its credentials are missing or wrong" if status == 407 else
+             "to the CONNECT of an HTTPS tunnel: wrong credentials, or a destination it forbids")
+    return AuthenticationError(
+        f"{provider}: the proxy on the way refused the request (HTTP {status}, {cause}){why}; "
+        "credentials go in HTTPS_PROXY / HTTP_PROXY as http://user:password@proxy:port",
+        provider=provider, status_code=status)
 
 
 _HEAD = re.compile(r"<(head|script|style)\b.*?</\1\s*>", re.I | re.S)
