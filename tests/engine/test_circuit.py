@@ -203,14 +203,20 @@ def test_circuit_state_survives_junk_on_the_gate() -> None:
     assert CircuitState.from_json(None) is None
 
 
-def test_a_rerun_after_a_run_gave_up_probes_before_giving_up_in_turn() -> None:
-    """'Run again to resume': the circuit the last run left open on the gate (for up to its
-    TTL) is probed by the next run, not taken as an outage this run already waited out."""
+def given_up() -> tuple[FakeClock, MemoryGate, Outage]:
+    """A run that gave up on a provider that stays down, and the circuit it left open."""
     clock = FakeClock(start=0.0)
     gate = MemoryGate(clock=clock)
     outage = Outage(clock)
     with pytest.raises(ProviderUnavailableError):
         asyncio.run(engine(clock, outage, gate).run(queries(20)))
+    return clock, gate, outage
+
+
+def test_a_rerun_after_a_run_gave_up_probes_before_giving_up_in_turn() -> None:
+    """'Run again to resume': the circuit the last run left open on the gate (for up to its
+    TTL) is probed by the next run, not taken as an outage this run already waited out."""
+    clock, gate, outage = given_up()
     gave_up_at, sent = clock.now(), len(outage.sent)
     outage.up_at = gave_up_at  # the network is mended; the rerun comes at once
     outcomes = asyncio.run(engine(clock, outage, gate).run(queries(20)))
@@ -219,11 +225,7 @@ def test_a_rerun_after_a_run_gave_up_probes_before_giving_up_in_turn() -> None:
 
 
 def test_a_rerun_while_the_provider_is_still_down_waits_its_own_timeout() -> None:
-    clock = FakeClock(start=0.0)
-    gate = MemoryGate(clock=clock)
-    outage = Outage(clock)
-    with pytest.raises(ProviderUnavailableError):
-        asyncio.run(engine(clock, outage, gate).run(queries(20)))
+    clock, gate, outage = given_up()
     gave_up_at, sent = clock.now(), len(outage.sent)
     with pytest.raises(ProviderUnavailableError, match="circuit_timeout_seconds"):
         asyncio.run(engine(clock, outage, gate).run(queries(20)))

@@ -19,7 +19,7 @@ import socket
 import ssl
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -126,14 +126,12 @@ def ca(tmp_path: Path) -> _CA:
     return _CA(tmp_path)
 
 
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[tuple[_TLSServer, threading.Thread]] = []
+def _serving(make: Callable[..., ThreadingHTTPServer]) -> Iterator[Callable[..., Any]]:
+    """``start(*args)``: a server ``make(*args)`` serving in a thread, shut down after the test."""
+    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
 
-    def start(cert: Path, key: Path) -> _TLSServer:
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert, key)
-        server = _TLSServer(context)
+    def start(*args: Any) -> Any:
+        server = make(*args)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         servers.append((server, thread))
@@ -144,6 +142,17 @@ def serve() -> Iterator[Any]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def _tls_server(cert: Path, key: Path) -> _TLSServer:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return _TLSServer(context)
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    yield from _serving(_tls_server)
 
 
 def run(url: str, addresses: list[str], **options: Any) -> pd.DataFrame:
@@ -305,7 +314,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 class _Proxy(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, credentials: str | None) -> None:
+    def __init__(self, credentials: str | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
         self.credentials, self.seen = credentials, list[str]()
         self.forbid_tunnels = False
@@ -313,20 +322,7 @@ class _Proxy(ThreadingHTTPServer):
 
 @pytest.fixture
 def proxy() -> Iterator[Any]:
-    proxies: list[tuple[_Proxy, threading.Thread]] = []
-
-    def start(credentials: str | None = None) -> _Proxy:
-        server = _Proxy(credentials)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        proxies.append((server, thread))
-        return server
-
-    yield start
-    for server, thread in proxies:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    yield from _serving(_Proxy)
 
 
 @pytest.fixture
