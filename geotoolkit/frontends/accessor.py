@@ -134,6 +134,7 @@ class GeocodeAccessor:
         lat: str | None = None,
         crs: Any = None,
         decimals: int = REVERSE_DECIMALS,
+        country: str | None = None,
         progress: Any = "auto",
         background: bool = False,
         **options: Any,
@@ -153,7 +154,9 @@ class GeocodeAccessor:
         ``full_results=True`` the address components (``geocode_street``,
         ``geocode_housenumber``, ``geocode_postcode``, ``geocode_locality``...).
         Missing, empty and non-point geometries, out-of-range coordinates and
-        (0, 0) are dead letters with their reason, never sent.
+        (0, 0) are dead letters with their reason, never sent; so, with ``country``
+        (an ISO alpha-2 code), is a point outside that country, and one whose
+        (lat, lon) would fall inside says its coordinates look swapped.
 
         The same engine, gate, cache, options and progress as :meth:`run`: points
         are cached by their coordinates rounded to ``decimals``, so two fixes closer
@@ -206,7 +209,7 @@ class GeocodeAccessor:
         from geotoolkit.orchestration.reverse import reverse_job
 
         job = reverse_job(self._obj, GeocodeOptions.from_env(**options), lon=lon, lat=lat,
-                          crs=crs, decimals=decimals)
+                          crs=crs, decimals=decimals, country=country)
         if background:
             from geotoolkit.frontends.background import start_in_background
 

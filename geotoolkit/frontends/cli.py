@@ -227,6 +227,10 @@ def _add_reverse(sub: Any) -> None:
                        help="CSV: the CRS of --lon/--lat (default EPSG:4326); a vector file "
                             "without a CRS: its CRS")
     where.add_argument("--layer", help="the layer of a file with several")
+    where.add_argument("--country", metavar="CC",
+                       help="an ISO alpha-2 code: a point outside that country is a dead letter, "
+                            "never sent, and says so when its lat and lon look swapped "
+                            "(default: no check)")
     where.add_argument("--decimals", type=int, default=REVERSE_DECIMALS,
                        help="points are sent and cached rounded to this many decimals of a "
                             f"degree (default {REVERSE_DECIMALS}, about 0.1 m; 4 is about 10 m)")
@@ -362,7 +366,8 @@ def _reverse(args: argparse.Namespace, options: GeocodeOptions) -> int:
         raise ConfigurationError(f"--output {args.output} would overwrite the input")
     with _input_file():
         job = reverse_job_from_file(args.input, options, lon=args.lon, lat=args.lat,
-                                    crs=args.crs, layer=args.layer, decimals=args.decimals)
+                                    crs=args.crs, layer=args.layer, decimals=args.decimals,
+                                    country=args.country)
     check_exportable(job.frame, args.output, reverse=True)  # before anything is sent
     sink, tally = _progress(args.progress)
     result = _unless_deferred(lambda: job.run_sync(sink))

@@ -45,6 +45,7 @@ from geotoolkit.providers import PROVIDERS, can_reverse
 from geotoolkit.providers.policies import check_usage_policy
 from geotoolkit.results import REVERSE_DECIMALS, Outcome, Query, ReverseQuery, reverse_query
 from geotoolkit.schema import FULL_RESULT_COLUMNS
+from geotoolkit.validate import check_point, require_country
 
 if TYPE_CHECKING:
     from geotoolkit.progress import ProgressSink
@@ -61,10 +62,10 @@ _ROUND_TRIP_TOLERANCE = 1e-6
 
 def reverse_job(frame: pd.DataFrame, options: GeocodeOptions, *, lon: str | None = None,
                 lat: str | None = None, crs: object = None,
-                decimals: int = REVERSE_DECIMALS) -> ReverseJob:
+                decimals: int = REVERSE_DECIMALS, country: str | None = None) -> ReverseJob:
     """The checked reverse run a front end asked for: a GeoDataFrame's own geometry, or a
     plain frame's ``lon`` and ``lat`` columns (named, never guessed) in ``crs``
-    (default EPSG:4326)."""
+    (default EPSG:4326); ``country``: see :class:`ReverseJob`."""
     columns = lon is not None or lat is not None
     if isinstance(frame, gpd.GeoDataFrame) and (columns or crs is not None):
         raise ConfigurationError(
@@ -72,14 +73,15 @@ def reverse_job(frame: pd.DataFrame, options: GeocodeOptions, *, lon: str | None
             "and crs= (gdf.set_crs(...) when it has no CRS), or pass pd.DataFrame(gdf) to read "
             "lon/lat columns instead")
     if isinstance(frame, gpd.GeoDataFrame):
-        return ReverseJob(frame, options, decimals=decimals)
+        return ReverseJob(frame, options, decimals=decimals, country=country)
     if lon is None or lat is None:
         raise ConfigurationError(
             "reverse geocoding needs points: a GeoDataFrame of Points, or the names of both "
             "coordinate columns of this DataFrame, e.g. lon='lon', lat='lat' (and crs= when "
             "they are not EPSG:4326 degrees)")
     return ReverseJob.from_columns(frame, options, lon=lon, lat=lat,
-                                   crs="EPSG:4326" if crs is None else crs, decimals=decimals)
+                                   crs="EPSG:4326" if crs is None else crs, decimals=decimals,
+                                   country=country)
 
 
 class ReverseJob:
@@ -103,21 +105,27 @@ class ReverseJob:
     reasons
         Optional, one per row: a reason the row cannot be sent (``None``: it can),
         decided before the geometry was built (:meth:`from_columns`).
+    country
+        Optional, an ISO 3166-1 alpha-2 code: a point outside that country's boxes is a
+        dead letter, never sent, and one whose (lat, lon) would fall inside says its
+        coordinates look swapped (lat and lon columns read the wrong way round are the
+        commonest slip with a table of fixes).
 
     Raises
     ------
     ConfigurationError
         No CRS (the message names ``set_crs``), a CRS with no way to lon/lat (a
         local engineering CRS, another planet's), no active geometry, a provider
-        without reverse geocoding, a bad ``decimals``, duplicate column names, or
+        without reverse geocoding, a bad ``decimals`` or ``country``, duplicate column names, or
         columns of the frame the result would overwrite (without
         ``overwrite_columns=True``).
     """
 
     def __init__(self, frame: gpd.GeoDataFrame, options: GeocodeOptions, *,
                  decimals: int = REVERSE_DECIMALS,
-                 reasons: Sequence[str | None] | None = None) -> None:
+                 reasons: Sequence[str | None] | None = None, country: str | None = None) -> None:
         _check_decimals(decimals)
+        code = None if country is None else require_country(country)
         _check_providers(options)
         geometry = _geometry(frame)
         self.frame = _own_columns(frame, overwrite=options.overwrite_columns,
@@ -131,12 +139,13 @@ class ReverseJob:
         self.points, moved = _to_lonlat(geometry)
         given = reasons if reasons is not None else [None] * len(frame)
         self.items: list[ReverseQuery | str] = [
-            before or problem or _query(point, self.decimals)
+            before or problem or _query(point, self.decimals, code)
             for point, before, problem in zip(self.points.array, given, moved, strict=True)]
 
     @classmethod
     def from_columns(cls, frame: pd.DataFrame, options: GeocodeOptions, *, lon: str, lat: str,
-                     crs: object = "EPSG:4326", decimals: int = REVERSE_DECIMALS) -> ReverseJob:
+                     crs: object = "EPSG:4326", decimals: int = REVERSE_DECIMALS,
+                     country: str | None = None) -> ReverseJob:
         """From a plain frame's ``lon`` and ``lat`` columns (longitudes and latitudes, or
         eastings and northings in ``crs``): a cell that is not a number is a dead letter
         that says so; both columns are kept in the result."""
@@ -156,7 +165,7 @@ class ReverseJob:
         points[np.array([r is not None for r in reasons], dtype=bool)] = None
         own = pd.DataFrame(frame).drop(columns=["geometry"], errors="ignore")
         located = gpd.GeoDataFrame(own, geometry=points, crs=target)
-        return cls(located, options, decimals=decimals, reasons=reasons)
+        return cls(located, options, decimals=decimals, reasons=reasons, country=country)
 
     async def run(self, progress: ProgressSink | None = None) -> list[Outcome]:
         """Settle every row (cached points are not sent)."""
@@ -307,8 +316,9 @@ def _to_lonlat(geometry: gpd.GeoSeries) -> tuple[gpd.GeoSeries, list[str | None]
     return lonlat, problems
 
 
-def _query(point: object, decimals: int) -> ReverseQuery | str:
-    """The ReverseQuery for one geometry (EPSG:4326), or the reason it cannot be sent."""
+def _query(point: object, decimals: int, country: str | None = None) -> ReverseQuery | str:
+    """The ReverseQuery for one geometry (EPSG:4326), or the reason it cannot be sent
+    (with ``country``, a code: outside it, or swapped)."""
     if point is None or (isinstance(point, float) and math.isnan(point)):
         return "missing geometry"
     assert isinstance(point, shapely.Geometry)
@@ -317,4 +327,7 @@ def _query(point: object, decimals: int) -> ReverseQuery | str:
     if not isinstance(point, shapely.Point):
         return f"not a point ({point.geom_type}): reverse geocoding takes Points"
     found = reverse_query(point.x, point.y)  # shapely: x = lon, y = lat
-    return found if isinstance(found, str) else dataclasses.replace(found, decimals=decimals)
+    if isinstance(found, str):
+        return found
+    outside = None if country is None else check_point(found.lon, found.lat, country)
+    return outside or dataclasses.replace(found, decimals=decimals)

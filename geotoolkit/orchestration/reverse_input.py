@@ -35,7 +35,8 @@ __all__ = ["CSV_DELIMITERS", "csv_delimiter", "read_csv_text", "reverse_job_from
 
 def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions, *,
                           lon: str | None = None, lat: str | None = None, crs: str | None = None,
-                          layer: str | None = None, decimals: int = REVERSE_DECIMALS) -> ReverseJob:
+                          layer: str | None = None, decimals: int = REVERSE_DECIMALS,
+                          country: str | None = None) -> ReverseJob:
     """The checked reverse run over the points of ``path`` (see the module docstring).
 
     Raises
@@ -53,14 +54,15 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
         if layer is not None:
             raise ConfigurationError("--layer is for files with layers, not a CSV")
         return ReverseJob.from_columns(read_csv_text(source), options, lon=lon, lat=lat,
-                                       crs=crs or "EPSG:4326", decimals=decimals)
+                                       crs=crs or "EPSG:4326", decimals=decimals,
+                                       country=country)
     if lon is not None or lat is not None:
         raise ConfigurationError(f"--lon and --lat are for a CSV; {source.name} has its own "
                                  "geometry")
     points = read_points(source, layer)
     if crs is not None:
         points = _with_crs(points, crs, source)
-    return ReverseJob(points, options, decimals=decimals)
+    return ReverseJob(points, options, decimals=decimals, country=country)
 
 
 #: The delimiters a CSV's header is read for: spreadsheets in much of Europe export

@@ -125,6 +125,22 @@ def test_unusable_geometries_are_dead_letters_with_their_reason() -> None:
         "missing coordinates"]
 
 
+def test_with_a_country_points_outside_it_are_dead_letters_and_swapped_ones_say_so() -> None:
+    """Lat and lon columns read the wrong way round are the commonest slip with a table of
+    fixes: with ``country=``, such a point is not sent (it would find an address in the
+    Indian Ocean) but says its coordinates look swapped; one elsewhere says where it is."""
+    frame = pd.DataFrame({"lon": [9.52, 47.14, 16.37], "lat": [47.14, 9.52, 48.21]})
+    items = reverse_job(frame, options(), lon="lon", lat="lat", country="LI").items
+    assert items[0] == ReverseQuery(9.52, 47.14)
+    assert isinstance(items[1], str) and items[1].startswith("coordinates look swapped")
+    assert items[2] == "outside LI (Liechtenstein): (lon, lat) = (16.37, 48.21)"
+    gdf = points(Point(9.52, 47.14), Point(47.14, 9.52))
+    assert [isinstance(i, str) for i in ReverseJob(gdf, options(), country="li").items] == [
+        False, True]
+    with pytest.raises(ConfigurationError, match="country"):
+        ReverseJob(gdf, options(), country="Atlantis")
+
+
 def test_swiss_coordinates_are_reprojected_and_read_lon_first() -> None:
     east, north = TO_LV95.transform(9.5219500, 47.1397400)
     frame = points(Point(east, north), crs="EPSG:2056")

@@ -273,7 +273,8 @@ def test_progress_events_and_a_plain_frame_with_named_columns(keyed_sim: Provide
 
 def test_the_signature_lists_every_option_and_retry_is_refused(keyed_sim: ProviderSimulator) -> None:
     params = inspect.signature(GeocodeAccessor.reverse).parameters
-    assert list(params)[:7] == ["self", "lon", "lat", "crs", "decimals", "progress", "background"]
+    assert list(params)[:8] == ["self", "lon", "lat", "crs", "decimals", "country", "progress",
+                                "background"]
     assert {"provider", "rate", "gate", "cache", "min_precision", "full_results",
             "max_wait_seconds"} <= set(params)
     assert "column" not in params and "street" not in params

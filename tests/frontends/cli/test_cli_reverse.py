@@ -75,6 +75,21 @@ def test_geopackage_to_geopackage(sim: ProviderSimulator, gpkg: Path, tmp_path: 
     assert len(sim.requests) == 3  # the rerun came from the cache (a no-match is kept a week)
 
 
+def test_country_keeps_points_elsewhere_and_swapped_ones_from_being_sent(
+        sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source, out = tmp_path / "fixes.csv", tmp_path / "addresses.gpkg"
+    pd.DataFrame({"fix": ["a", "swapped", "b"],
+                  "x": [NEAR_STAEDTLE[0], NEAR_STAEDTLE[1], OUTSIDE[0]],
+                  "y": [NEAR_STAEDTLE[1], NEAR_STAEDTLE[0], OUTSIDE[1]]}).to_csv(source, index=False)
+    assert main(argv(sim, source, out, "--lon", "x", "--lat", "y", "--country", "LI",
+                     "--cache", "none")) == 0
+    letters = pyogrio.read_dataframe(out, layer="dead_letters").set_index("fix")
+    assert letters.loc["swapped", "geocode_reason"].startswith("coordinates look swapped")
+    assert letters.loc["b", "geocode_reason"].startswith("outside LI (Liechtenstein)")
+    assert [r.query for r in sim.requests] == ["reverse:9.521970,47.139760"]  # only the one in LI
+    assert "3/3 rows: 1 matched, 0 no match, 2 failed" in capsys.readouterr().out
+
+
 def test_csv_with_named_swiss_coordinate_columns(sim: ProviderSimulator, tmp_path: Path) -> None:
     to_lv95 = Transformer.from_crs("EPSG:4326", "EPSG:2056", always_xy=True)
     east, north = to_lv95.transform(*NEAR_STAEDTLE)
