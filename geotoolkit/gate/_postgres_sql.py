@@ -18,9 +18,9 @@ alone, so an older process on the same database keeps working.
 
 from __future__ import annotations
 
-import hashlib
+from geotoolkit.pgschema import schema_mark
 
-__all__ = ["ADD", "CURRENT", "MARK", "READ", "SCHEMA", "STATE", "SWEEP", "VALUES", "VALUE_CLAIM",
+__all__ = ["ADD", "MARK", "READ", "SCHEMA", "STATE", "SWEEP", "VALUES", "VALUE_CLAIM",
            "VALUE_DELETE", "VALUE_SET", "VALUE_SWAP"]
 
 _NOW = "extract(epoch FROM clock_timestamp())::double precision"
@@ -145,17 +145,10 @@ SCHEMA = [
     """,
 ]
 
-#: The comment ``geotoolkit_gate`` carries once ``SCHEMA`` ran: a digest of its statements, so a
-#: schema already in place (``geotoolkit gate init``) is used as it is, by a user who may not
-#: create or replace anything, and any change to the statements brings it up to date.
-MARK = "geotoolkit gate schema " + hashlib.sha256("\n".join(SCHEMA).encode()).hexdigest()[:16]
-
-#: Whether the schema objects are created in (``current_schema()``) hold ``MARK`` (params: mark).
-CURRENT = """
-    SELECT obj_description(c.oid, 'pg_class') = %(mark)s
-      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.relname = 'geotoolkit_gate' AND n.nspname = current_schema()
-"""
+#: The comment ``geotoolkit_gate`` carries once ``SCHEMA`` ran (``geotoolkit.pgschema``): a
+#: schema in place (``geotoolkit gate init``) is used as it is, by a user who may not create
+#: or replace anything, and any change to the statements brings it up to date.
+MARK = schema_mark("geotoolkit gate schema", SCHEMA)
 
 #: Housekeeping: idle pacing rows, expired counters and values, cap counts of long-gone periods.
 SWEEP = [

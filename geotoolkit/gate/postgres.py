@@ -59,6 +59,7 @@ from geotoolkit.gate.primitives import (
     describe,
 )
 from geotoolkit.gate.strategy import FleetGate
+from geotoolkit.pgschema import ensure_schema
 from geotoolkit.redact import redact
 from geotoolkit.urls import bad_dsn, check_userinfo
 from geotoolkit.watchdog import Watchdog
@@ -164,26 +165,13 @@ def _connect(dsn: str, timeout_seconds: float, watchdog: Watchdog) -> psycopg.Co
     return conn
 
 
-def _schema_current(conn: psycopg.Connection[Any]) -> bool:
-    row = conn.execute(sql.CURRENT, {"mark": sql.MARK}).fetchone()
-    return bool(row and row[0])
-
-
 def _create_schema(conn: psycopg.Connection[Any], *, repair: bool = False,
                    feed: Callable[[], None] = lambda: None) -> None:
     """Create or update the schema, unless it is in place (``repair``: a part of it was
     found missing, which its mark cannot tell); ``feed`` before each statement (the
     client-side deadline is one statement's)."""
-    if repair or not _schema_current(conn):  # in place: nothing to create (nor the right to)
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            if repair or not _schema_current(conn):  # again, now that no one else can create it
-                for statement in SCHEMA:
-                    feed()
-                    conn.execute(statement)
-                # Only its owner may mark it (a savepoint: the rest stands without the mark).
-                with contextlib.suppress(pg_errors.InsufficientPrivilege), conn.transaction():
-                    conn.execute(f"COMMENT ON TABLE geotoolkit_gate IS '{sql.MARK}'")
+    ensure_schema(conn, table="geotoolkit_gate", mark=sql.MARK, statements=SCHEMA,
+                  lock=_SCHEMA_LOCK, repair=repair, feed=feed)
     # Housekeeping, after the schema is committed: a sweep that runs out of time
     # (a row held by someone else) must not turn the first gate call into an error.
     with contextlib.suppress(psycopg.Error):

@@ -19,7 +19,6 @@ version) is used as it is: users then need only ``SELECT, INSERT, UPDATE, DELETE
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import math
 import threading
 import time
@@ -29,6 +28,7 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 
 from geotoolkit.clock import Clock
+from geotoolkit.pgschema import ensure_schema, schema_mark
 from geotoolkit.redact import redact
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
@@ -80,16 +80,10 @@ DO $$ BEGIN
     END IF;
 END $$
 """
-#: The comment the table carries once ``_SCHEMA`` and ``_MIGRATE`` ran: a digest of them, so a
-#: table in place is used as it is, by a user who may not create or alter anything, and any
+#: The comment the table carries once ``_SCHEMA`` and ``_MIGRATE`` ran (``geotoolkit.pgschema``):
+#: a table in place is used as it is, by a user who may not create or alter anything, and any
 #: change to them brings it up to date.
-_MARK = "geotoolkit cache schema " + hashlib.sha256((_SCHEMA + _MIGRATE).encode()).hexdigest()[:16]
-#: Whether the schema tables are created in (``current_schema()``) holds it, marked.
-_CURRENT = f"""
-    SELECT obj_description(c.oid, 'pg_class') = %s
-      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.relname = '{TABLE}' AND n.nspname = current_schema()
-"""
+_MARK = schema_mark("geotoolkit cache schema", (_SCHEMA, _MIGRATE))
 #: PostgreSQL's largest timeout setting (milliseconds).
 _MAX_TIMEOUT_MS = 2_147_483_647
 #: Errors of a statement that ran out of time (the connection itself is fine).
@@ -107,24 +101,6 @@ def _read(dsn: str) -> tuple[dict[str, Any] | None, str]:
         return psycopg.conninfo.conninfo_to_dict(dsn), ""
     except psycopg.Error as exc:
         return None, str(exc)
-
-
-def _table_current(conn: psycopg.Connection[Any]) -> bool:
-    row = conn.execute(_CURRENT, (_MARK,)).fetchone()
-    return bool(row and row[0])
-
-
-def _create_table(conn: psycopg.Connection[Any]) -> None:
-    """Create or upgrade the table, unless it is in place (nothing to do, nor the right to)."""
-    if not _table_current(conn):
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            if not _table_current(conn):  # again, now that no other session can create it
-                conn.execute(_SCHEMA)
-                conn.execute(_MIGRATE)
-                # Only its owner may mark it (a savepoint: the rest stands without the mark).
-                with contextlib.suppress(psycopg.errors.InsufficientPrivilege), conn.transaction():
-                    conn.execute(f"COMMENT ON TABLE {TABLE} IS '{_MARK}'")
 
 
 class PostgresStore:
@@ -195,7 +171,8 @@ class PostgresStore:
                 with self._watchdog.guard(conn.fileno()):
                     conn.execute("SELECT set_config('lock_timeout', %s, false), "
                                  "set_config('statement_timeout', %s, false)", deadlines)
-                    _create_table(conn)
+                    ensure_schema(conn, table=TABLE, mark=_MARK, statements=(_SCHEMA, _MIGRATE),
+                                  lock=_SCHEMA_LOCK)
                 self._table_ready = True
             except BaseException:
                 conn.close()

@@ -23,6 +23,7 @@ import sys
 import geotoolkit.policy, geotoolkit.errors, geotoolkit.results, geotoolkit.clock
 import geotoolkit.validate, geotoolkit.progress, geotoolkit.redact, geotoolkit.urls
 import geotoolkit.keys, geotoolkit.schema, geotoolkit.files, geotoolkit.watchdog
+import geotoolkit.periods, geotoolkit.pgschema
 print(",".join(m for m in {HEAVY!r} if m in sys.modules))
 """
     assert _fresh(code) == ""

@@ -1,0 +1,65 @@
+"""A PostgreSQL schema created once per version and marked on its table. Stdlib only: the
+connection (psycopg's) is passed in, so the gate and the result store share this without
+depending on each other.
+
+Every connection used to run its ``CREATE ... IF NOT EXISTS`` statements, which a user
+who may not create anything is refused even when all is in place. The statements' digest
+is kept as the table's comment instead: a schema carrying it is used as it is (workers
+then need only ``SELECT, INSERT, UPDATE, DELETE``), and a change to the statements brings
+it up to date, once, under an advisory lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["ensure_schema", "schema_mark"]
+
+#: SQLSTATE insufficient_privilege: only a table's owner may comment on it.
+_NOT_OWNER = "42501"
+
+_MARKED = """
+    SELECT obj_description(c.oid, 'pg_class') = %s
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.relname = %s AND n.nspname = current_schema()
+"""
+
+
+def schema_mark(name: str, statements: Sequence[str]) -> str:
+    """The comment a schema made by ``statements`` carries: ``name`` and their digest.
+
+    >>> schema_mark("geotoolkit cache schema", ["CREATE TABLE t (k text)"])
+    'geotoolkit cache schema 58bccf34db61e0cc'
+    """
+    return f"{name} {hashlib.sha256(chr(10).join(statements).encode()).hexdigest()[:16]}"
+
+
+def _marked(conn: Any, table: str, mark: str) -> bool:
+    row = conn.execute(_MARKED, (mark, table)).fetchone()
+    return bool(row and row[0])
+
+
+def ensure_schema(conn: Any, *, table: str, mark: str, statements: Sequence[str], lock: int,
+                  repair: bool = False, feed: Callable[[], None] = lambda: None) -> None:
+    """Run ``statements`` unless ``table`` (in the current schema) carries ``mark``, under
+    the advisory lock ``lock`` and then mark it. ``repair``: run them anyway (a part of the
+    schema was found missing, which the mark cannot tell). ``feed`` is called before each
+    statement (a client-side deadline per statement). Only the table's owner may mark it:
+    refused, the schema stands unmarked and is checked again on the next connection."""
+    if not repair and _marked(conn, table, mark):  # in place: nothing to create, nor the right
+        return
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock,))
+        if not repair and _marked(conn, table, mark):  # another session made it meanwhile
+            return
+        for statement in statements:
+            feed()
+            conn.execute(statement)
+        try:
+            with conn.transaction():  # a savepoint: the rest stands without the mark
+                conn.execute(f"COMMENT ON TABLE {table} IS '{mark}'")
+        except Exception as exc:
+            if getattr(exc, "sqlstate", None) != _NOT_OWNER:
+                raise
