@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from geotoolkit import __version__
 from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, ExportError, GeotoolkitError, RateLimitError
@@ -94,9 +95,21 @@ def _option_fields() -> list[dataclasses.Field[Any]]:
 OPTION_FLAGS = tuple(f.name for f in _option_fields())
 
 
+#: Help for the flags whose option doc speaks of Python (a ``Cap``, an exception raised).
+_CLI_HELP = {
+    "cap": "At most N requests a day on the key, for the whole fleet, the day starting at "
+           "midnight in --cap-tz (default UTC); reaching it stops the run (exit 1) and says "
+           "when it resets; default: no cap.",
+    "max_wait_seconds": "Non-blocking mode: instead of waiting longer than S seconds, exit 75 "
+                        "with retry_after=<seconds> on stderr (finished rows are in the cache); "
+                        "default: wait as long as asked.",
+}
+
+
 def _help(f: dataclasses.Field[Any]) -> str:
-    text: str = f.metadata["doc"]
-    if "default" not in text and f.default not in (None, dataclasses.MISSING):
+    text: str = _CLI_HELP.get(f.name, f.metadata["doc"])
+    flag = isinstance(f.default, bool)  # an on/off flag: off unless given, no default to say
+    if not flag and "default" not in text and f.default not in (None, dataclasses.MISSING):
         text += f" (default {f.default:g})" if isinstance(f.default, float) else \
             f" (default {f.default})"
     return text.replace("%", "%%")
@@ -159,6 +172,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="geotoolkit", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"geotoolkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     geo = sub.add_parser("geocode", help="geocode a CSV column into a GeoPackage",
                          description="Geocode the addresses of a CSV file into a GeoPackage.")
