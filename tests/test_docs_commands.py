@@ -88,3 +88,12 @@ def test_the_commands_are_found_and_a_wrong_one_is_caught() -> None:
         "'geotoolkit gate reset sqlite:///g.sqlite': no subcommand 'reset'"]
     assert problems("geotoolkit.testing --port 8080 --rate 2") != []
     assert problems("geotoolkit gate status --json --watch 5") == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_installs_come_from_the_checkout(page: Path) -> None:
+    """recipes.md said ``pip install 'geotoolkit[orchestrators,...]'``: in a fresh
+    environment pip fetched geotoolkit 0.2.1, an unrelated package of that name on PyPI.
+    A page may say so (in words), but no command installs geotoolkit by name."""
+    text = _text(page)
+    assert re.findall(r"pip install (?:-U |--upgrade )?['\"]?geotoolkit\b", text) == []
