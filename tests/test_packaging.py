@@ -74,3 +74,12 @@ def test_environment_yml_has_pyprojects_version_bounds() -> None:
     lines = (ROOT / "environment.yml").read_text().splitlines()
     conda = _bounds([m.group(1) for line in lines if (m := re.match(r"\s+- ([^\s#:]+)\s*$", line))])
     assert {name: conda.get(name) for name in wanted} == wanted
+
+
+def test_the_readme_layout_names_every_benchmark() -> None:
+    """fleetbench/, fleet_timeline.py and share_reference.py were missing from it."""
+    readme = (ROOT / "README.md").read_text()
+    layout = readme[readme.index("benchmarks/    "):readme.index("docs/          ")]
+    entries = [p.name + ("/" if p.is_dir() else "") for p in (ROOT / "benchmarks").iterdir()
+               if not p.name.startswith((".", "_"))]
+    assert [e for e in entries if e.rstrip("/") not in layout] == []
