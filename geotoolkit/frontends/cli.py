@@ -153,8 +153,10 @@ def _add_output(cmd: argparse.ArgumentParser) -> None:
 def _add_run(cmd: argparse.ArgumentParser) -> None:
     """--progress, the gate and cache environment flags, and the generated run options."""
     cmd.add_argument("--progress", choices=("auto", "text", "json", "none"), default="auto",
-                     help="auto: a live line when stderr is a terminal (default); json: one "
-                          "JSON object per event on stderr")
+                     help="auto (default): a live line when stderr is a terminal, nothing "
+                          "otherwise; text: the line even when stderr is a file or CI log (a "
+                          "plain line every 10 s); json: one JSON object per event on stderr; "
+                          "none: nothing (the summary still ends the run on stdout)")
     stores = cmd.add_argument_group("gate and cache")
     stores.add_argument("--gate", metavar="URL",
                         help="the fleet gate: sqlite:///path, redis://..., postgresql://..., "

@@ -36,6 +36,8 @@ def test_run_options_speak_of_the_command_line(capsys: pytest.CaptureFixture[str
     wait = _option(text, "--max-wait-seconds S")
     assert "RateLimitError" not in wait and "75" in wait and "retry_after=" in wait
     assert "(default False)" not in text
+    progress = _option(text, "--progress")  # it explained auto and json only
+    assert all(f"{choice}:" in progress for choice in ("text", "json", "none")) and "auto" in progress
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
