@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import geotoolkit
@@ -46,3 +48,19 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"geotoolkit {geotoolkit.__version__}"
+
+
+@pytest.mark.parametrize("agent", [None, " "])
+def test_a_missing_user_agent_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             agent: str | None) -> None:
+    """``geotoolkit geocode in.csv -o out.gpkg`` said 'nominatim requires user_agent': the
+    Python keyword, where the command line takes --user-agent. Refused before any request
+    (the provider is public Nominatim: this test must never reach it)."""
+    source = tmp_path / "in.csv"
+    source.write_text("address\nStädtle 38, 9490 Vaduz\n", encoding="utf-8")
+    argv = ["geocode", str(source), "-o", str(tmp_path / "out.gpkg"), "--gate", "memory://",
+            "--cache", "none"]
+    assert main(argv if agent is None else [*argv, "--user-agent", agent]) == 2
+    err = capsys.readouterr().err
+    assert "nominatim requires" in err and "--user-agent" in err
+    assert not (tmp_path / "out.gpkg").exists()
