@@ -97,3 +97,15 @@ def test_installs_come_from_the_checkout(page: Path) -> None:
     A page may say so (in words), but no command installs geotoolkit by name."""
     text = _text(page)
     assert re.findall(r"pip install (?:-U |--upgrade )?['\"]?geotoolkit\b", text) == []
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_file_named_exists(page: Path) -> None:
+    """A page that names ``tests/...``, ``benchmarks/...``, ``docs/...`` or a module path
+    (``gate/base.py``, read under ``geotoolkit/``) names a file or folder that is there."""
+    text = _text(page)
+    named = set(re.findall(r"(?<![\w/.<-])((?:tests|benchmarks|geotoolkit|docs|notebooks|\.ci)/"
+                           r"[\w./-]*\w)", text))
+    named |= set(re.findall(r"`([\w/]+/[\w.]+\.py)`", text))
+    assert sorted(n for n in named
+                  if not ((ROOT / n).exists() or (ROOT / "geotoolkit" / n).exists())) == []
