@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from geotoolkit.display.sinks import progress_sink
@@ -28,7 +28,7 @@ def geocode(addresses: Iterable[Any], *, progress: Any = None, **options: Any) -
         Free-text addresses, ``Query`` objects or mappings of structured fields: a list,
         a column (``df["address"]``), any iterable. A DataFrame is refused (iterating it
         gives its column labels: use ``df.geocode.run(column, ...)``), and so is a single
-        string (it would be geocoded letter by letter: pass ``[address]``).
+        string or mapping (it would be geocoded piece by piece: pass ``[address]``).
     progress
         A callable taking progress events, or "auto", "widget", "text", "json";
         default none.
@@ -62,9 +62,10 @@ def geocode(addresses: Iterable[Any], *, progress: Any = None, **options: Any) -
 
 def _check_addresses(addresses: object) -> None:
     """Refuse what iterates to something other than its addresses."""
-    if isinstance(addresses, str | bytes):
+    if isinstance(addresses, str | bytes | Mapping):
+        kind = "structured address" if isinstance(addresses, Mapping) else "string"
         raise ConfigurationError(
-            f"geocode() takes a sequence of addresses, got one string: pass [{addresses!r}]")
+            f"geocode() takes a sequence of addresses, got one {kind}: pass [{addresses!r}]")
     if hasattr(addresses, "columns") and hasattr(addresses, "iloc"):  # a (Geo)DataFrame
         raise ConfigurationError(
             "geocode() takes a sequence of addresses, not a DataFrame (iterating it gives "

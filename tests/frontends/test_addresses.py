@@ -36,10 +36,15 @@ def test_a_data_frame_is_refused_before_anything_is_sent(sim: ProviderSimulator,
     assert sim.count() == 0
 
 
-def test_a_single_string_is_refused_not_geocoded_letter_by_letter(sim: ProviderSimulator) -> None:
+@pytest.mark.parametrize("single", [KNOWN_ADDRESSES[0].address,
+                                    {"street": "Städtle 38", "city": "Vaduz"}])
+def test_a_single_address_is_refused_not_geocoded_piece_by_piece(sim: ProviderSimulator,
+                                                                  single: object) -> None:
+    """A string went letter by letter; one structured address (a mapping) went key by key:
+    'street' and 'city' were geocoded."""
     provider = Nominatim(sim.url, user_agent=UA)
     with pytest.raises(ConfigurationError, match=r"\[.*\]"):
-        geocode(KNOWN_ADDRESSES[0].address, provider=provider, gate="memory://", rate=40)
+        geocode(single, provider=provider, gate="memory://", rate=40)  # type: ignore[arg-type]
     assert sim.count() == 0
 
 
