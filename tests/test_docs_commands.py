@@ -109,3 +109,19 @@ def test_every_file_named_exists(page: Path) -> None:
     named |= set(re.findall(r"`([\w/]+/[\w.]+\.py)`", text))
     assert sorted(n for n in named
                   if not ((ROOT / n).exists() or (ROOT / "geotoolkit" / n).exists())) == []
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "api.md"], ids=lambda p: p.name)
+def test_every_python_block_parses(page: Path) -> None:
+    """The Python a page shows (api.md holds doctest transcripts, run by test_doctests)
+    and every notebook cell is Python a reader can paste: it parses."""
+    import ast
+
+    if page.suffix == ".ipynb":
+        cells = json.loads(page.read_text(encoding="utf-8"))["cells"]
+        blocks = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    else:
+        blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(encoding="utf-8"),
+                            re.M | re.S)
+    for block in blocks:
+        ast.parse(block)
