@@ -325,7 +325,9 @@ def _progress(choice: str) -> tuple[ProgressSink, Tally]:
     return sink, tally
 
 
-def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
+def _run_job(args: argparse.Namespace, options: GeocodeOptions, *, announce: str = "") -> int:
+    """Check the input and the output, then run (``announce``, if any, goes to stderr
+    between the two: the demo's simulator, once the arguments are known to be good)."""
     columns = Columns.from_arguments(args.column, country=args.country)
     sink, tally = _progress(args.progress)
     job, previous = None, None
@@ -337,6 +339,8 @@ def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
         _require_csv(args.input)
         job = FrameJob(read_csv_text(args.input), columns, options)
         check_exportable(job.frame, args.output)  # before anything is sent
+    if announce:
+        print(announce, file=sys.stderr)
     result = _unless_deferred(lambda: job.run_sync(sink) if job is not None else retry(
         previous, None, columns, options, sink))
     if result is None:
@@ -409,13 +413,12 @@ def _demo(args: argparse.Namespace) -> int:
     from geotoolkit.testing import ProviderSimulator
 
     with ProviderSimulator(rate_limit=args.limit) as sim:
-        print(f"simulator at {sim.url}, limited to {args.limit:g} requests/s per key",
-              file=sys.stderr)
         provider = Nominatim(sim.url, user_agent="geotoolkit-demo/0.1")
         rate = args.rate if args.rate is not None else args.limit
         if args.cache is None and not args.cache_env:
             args.cache = "none"
-        return _run_job(args, _options(args, provider, rate=rate))
+        return _run_job(args, _options(args, provider, rate=rate), announce=(
+            f"simulator at {sim.url}, limited to {args.limit:g} requests/s per key"))
 
 
 def _gate_init(url: str) -> int:
