@@ -92,7 +92,8 @@ def read_points(path: str | os.PathLike[str], layer: str | None = None) -> gpd.G
         return read_results(source)
     if (layer is None and len(layers) > 1) or (layer is not None and layer not in layers):
         wrong = "" if layer is None else f" (not {layer!r})"
-        raise ConfigurationError(f"{source} has the layers {', '.join(layers)}: name one{wrong}")
+        raise ConfigurationError(f"{source} has the layers {', '.join(layers)}: name one with "
+                                 f"--layer (layer= in Python){wrong}")
     try:
         if parquet:
             return gpd.read_parquet(source)

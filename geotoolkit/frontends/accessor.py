@@ -281,7 +281,7 @@ class GeocodeAccessor:
         columns, the label, the provider and the precision; too-coarse points are
         drawn hollow in their own layer. A large result draws a random sample of
         ``max_points`` points (default 5,000; ``None``: every point) and says so. Needs
-        the ``map`` extra (``pip install 'geotoolkit[map]'``). Other keyword arguments go
+        the ``map`` extra (``pip install -e '.[map]'`` in the checkout). Other keyword arguments go
         to ``GeoDataFrame.explore()`` (``tiles=``, ``tooltip=``, ``m=``...).
 
         Returns

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.engine import run_sync
+from geotoolkit.errors import ConfigurationError
 from geotoolkit.orchestration.job import gate_backend, settle
 from geotoolkit.orchestration.options import GeocodeOptions, with_options_signature
 from geotoolkit.providers.policies import check_usage_policy
@@ -24,7 +25,10 @@ def geocode(addresses: Iterable[Any], *, progress: Any = None, **options: Any) -
     Parameters
     ----------
     addresses
-        Free-text addresses, ``Query`` objects or mappings of structured fields.
+        Free-text addresses, ``Query`` objects or mappings of structured fields: a list,
+        a column (``df["address"]``), any iterable. A DataFrame is refused (iterating it
+        gives its column labels: use ``df.geocode.run(column, ...)``), and so is a single
+        string or mapping (it would be geocoded piece by piece: pass ``[address]``).
     progress
         A callable taking progress events, or "auto", "widget", "text", "json";
         default none.
@@ -45,6 +49,7 @@ def geocode(addresses: Iterable[Any], *, progress: Any = None, **options: Any) -
     >>> [o.status for o in out]
     ['matched', 'failed']
     """
+    _check_addresses(addresses)
     options.setdefault("cache", False)
     settings = GeocodeOptions.from_env(**options)
     items: list[Query | str] = [query_from_value(a) for a in addresses]
@@ -53,6 +58,19 @@ def geocode(addresses: Iterable[Any], *, progress: Any = None, **options: Any) -
                            cached=settings.cache is not False)
     sink = progress_sink(progress)
     return run_sync(lambda: settle(items, settings, sink))
+
+
+def _check_addresses(addresses: object) -> None:
+    """Refuse what iterates to something other than its addresses."""
+    if isinstance(addresses, str | bytes | Mapping):
+        kind = "structured address" if isinstance(addresses, Mapping) else "string"
+        raise ConfigurationError(
+            f"geocode() takes a sequence of addresses, got one {kind}: pass [{addresses!r}]")
+    if hasattr(addresses, "columns") and hasattr(addresses, "iloc"):  # a (Geo)DataFrame
+        raise ConfigurationError(
+            "geocode() takes a sequence of addresses, not a DataFrame (iterating it gives "
+            "its column labels): use df.geocode.run(column, ...) for the whole frame, or "
+            "geocode(df[column], ...) for the outcomes of one column")
 
 
 with_options_signature(geocode)

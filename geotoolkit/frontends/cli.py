@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from geotoolkit import __version__
 from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, ExportError, GeotoolkitError, RateLimitError
@@ -94,9 +95,21 @@ def _option_fields() -> list[dataclasses.Field[Any]]:
 OPTION_FLAGS = tuple(f.name for f in _option_fields())
 
 
+#: Help for the flags whose option doc speaks of Python (a ``Cap``, an exception raised).
+_CLI_HELP = {
+    "cap": "At most N requests a day on the key, for the whole fleet, the day starting at "
+           "midnight in --cap-tz (default UTC); reaching it stops the run (exit 1) and says "
+           "when it resets; default: no cap.",
+    "max_wait_seconds": "Non-blocking mode: instead of waiting longer than S seconds, exit 75 "
+                        "with retry_after=<seconds> on stderr (finished rows are in the cache); "
+                        "default: wait as long as asked.",
+}
+
+
 def _help(f: dataclasses.Field[Any]) -> str:
-    text: str = f.metadata["doc"]
-    if "default" not in text and f.default not in (None, dataclasses.MISSING):
+    text: str = _CLI_HELP.get(f.name, f.metadata["doc"])
+    flag = isinstance(f.default, bool)  # an on/off flag: off unless given, no default to say
+    if not flag and "default" not in text and f.default not in (None, dataclasses.MISSING):
         text += f" (default {f.default:g})" if isinstance(f.default, float) else \
             f" (default {f.default})"
     return text.replace("%", "%%")
@@ -140,8 +153,10 @@ def _add_output(cmd: argparse.ArgumentParser) -> None:
 def _add_run(cmd: argparse.ArgumentParser) -> None:
     """--progress, the gate and cache environment flags, and the generated run options."""
     cmd.add_argument("--progress", choices=("auto", "text", "json", "none"), default="auto",
-                     help="auto: a live line when stderr is a terminal (default); json: one "
-                          "JSON object per event on stderr")
+                     help="auto (default): a live line when stderr is a terminal, nothing "
+                          "otherwise; text: the line even when stderr is a file or CI log (a "
+                          "plain line every 10 s); json: one JSON object per event on stderr; "
+                          "none: nothing (the summary still ends the run on stdout)")
     stores = cmd.add_argument_group("gate and cache")
     stores.add_argument("--gate", metavar="URL",
                         help="the fleet gate: sqlite:///path, redis://..., postgresql://..., "
@@ -159,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="geotoolkit", description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"geotoolkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     geo = sub.add_parser("geocode", help="geocode a CSV column into a GeoPackage",
                          description="Geocode the addresses of a CSV file into a GeoPackage.")
@@ -309,7 +325,9 @@ def _progress(choice: str) -> tuple[ProgressSink, Tally]:
     return sink, tally
 
 
-def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
+def _run_job(args: argparse.Namespace, options: GeocodeOptions, *, announce: str = "") -> int:
+    """Check the input and the output, then run (``announce``, if any, goes to stderr
+    between the two: the demo's simulator, once the arguments are known to be good)."""
     columns = Columns.from_arguments(args.column, country=args.country)
     sink, tally = _progress(args.progress)
     job, previous = None, None
@@ -321,6 +339,8 @@ def _run_job(args: argparse.Namespace, options: GeocodeOptions) -> int:
         _require_csv(args.input)
         job = FrameJob(read_csv_text(args.input), columns, options)
         check_exportable(job.frame, args.output)  # before anything is sent
+    if announce:
+        print(announce, file=sys.stderr)
     result = _unless_deferred(lambda: job.run_sync(sink) if job is not None else retry(
         previous, None, columns, options, sink))
     if result is None:
@@ -393,13 +413,12 @@ def _demo(args: argparse.Namespace) -> int:
     from geotoolkit.testing import ProviderSimulator
 
     with ProviderSimulator(rate_limit=args.limit) as sim:
-        print(f"simulator at {sim.url}, limited to {args.limit:g} requests/s per key",
-              file=sys.stderr)
         provider = Nominatim(sim.url, user_agent="geotoolkit-demo/0.1")
         rate = args.rate if args.rate is not None else args.limit
         if args.cache is None and not args.cache_env:
             args.cache = "none"
-        return _run_job(args, _options(args, provider, rate=rate))
+        return _run_job(args, _options(args, provider, rate=rate), announce=(
+            f"simulator at {sim.url}, limited to {args.limit:g} requests/s per key"))
 
 
 def _gate_init(url: str) -> int:

@@ -315,7 +315,7 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
         provider, an unknown option, a fleet against public Nominatim, or a frame
         with its own geometry (without ``overwrite_columns=True``).
     ImportError
-        dask-geopandas is not installed (``pip install 'geotoolkit[dask]'``).
+        dask-geopandas is not installed (the ``dask`` extra: ``pip install -e '.[dask]'``).
     """
     columns = Columns.take(column, options)
     check_shared(options.get("gate", False), options.get("cache"), _cluster_hosts(client))

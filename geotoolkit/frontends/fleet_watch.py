@@ -344,7 +344,9 @@ def _open(url: str) -> Gate:
     if backend == "sqlite":
         path = Path(sqlite_path(url) or default_gate_path())
         if not path.is_file():
-            raise ConfigurationError(f"no gate at {redact(url)}: {path} does not exist")
+            default = (" (no run on this machine has used the default gate yet: give the URL "
+                       "of the gate your runs use)" if path == default_gate_path() else "")
+            raise ConfigurationError(f"no gate at {redact(url)}: {path} does not exist{default}")
     elif backend not in ("redis", "postgres", "memory"):
         raise ConfigurationError(f"not a gate URL: {redact(url)} (use sqlite:///path, "
                                  "redis://host:6379/0 or postgresql://...)")

@@ -190,7 +190,8 @@ def check_user_agent(user_agent: str | None, provider: str) -> str:
     if not isinstance(user_agent, str) or not user_agent.strip():
         raise ConfigurationError(
             f"{provider} requires a user_agent that identifies your application "
-            "(for example 'acme-geocoder/1.0 (ops@acme.example)')")
+            "(for example 'acme-geocoder/1.0 (ops@acme.example)'; on the command line: "
+            "--user-agent)")
     if _LIBRARY_AGENTS.match(user_agent):
         raise ConfigurationError(
             f"{provider} rejects stock library user agents like {user_agent.strip()!r}: "

@@ -227,8 +227,9 @@ def check_usage_policy(
     if policy.single_machine_bulk_only:
         _single_machine(policy, provider.host, rows, gate_backend)
     if policy.caching_required and not cached:
-        _warn(f"{provider.host} requires results to be cached on your side: pass a store "
-              "so repeated addresses are not sent again")
+        _warn(f"{provider.host} requires results to be cached on your side: give a cache "
+              "(cache=None, the default SQLite file, or a URL; on the command line, leave "
+              "out --cache none) so repeated addresses are not sent again")
     if rows is not None and policy.daily_cap is not None and rows > policy.daily_cap:
         _warn(f"{rows} rows exceed {policy.name}'s free daily cap of {policy.daily_cap}: "
               "the batch will stop with QuotaExceededError unless your plan allows more")

@@ -29,6 +29,10 @@ PROVIDERS: Mapping[str, type[Any]] = MappingProxyType({
                               Here, ArcGIS, Geonorge, Census)})
 
 
+#: The command line's flag for a constructor argument a provider requires.
+_FLAGS = {"user_agent": '--user-agent "my-app/1.0 (me@example.org)"'}
+
+
 def get_provider(name: str, **options: Any) -> Provider:
     """A provider instance by name; ``None`` options are dropped (their default applies).
 
@@ -69,7 +73,9 @@ def get_provider(name: str, **options: Any) -> Provider:
     missing = [n for n, p in accepted.items() if p.default is p.empty and n not in options
                and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if missing:
-        raise ConfigurationError(f"{cls.name} requires {', '.join(missing)}")
+        flags = ", ".join(_FLAGS[n] for n in missing if n in _FLAGS)
+        hint = f" (on the command line: {flags})" if flags else ""
+        raise ConfigurationError(f"{cls.name} requires {', '.join(missing)}{hint}")
     provider: Provider = cls(**options)
     return provider
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 
@@ -51,9 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
         "failures with tokens in the address, optionally with xN (e.g. #503x2): "
         + " ".join("#" + name for name in FAULTS) + ".",
     )
-    parser.add_argument("--port", type=int, default=8080, help="port (0: any free port)")
-    parser.add_argument("--rate-limit", type=float, default=None, help="requests/s per key")
-    parser.add_argument("--window-seconds", type=float, default=1.0)
+    parser.add_argument("--port", type=int, default=8080,
+                        help="the port on 127.0.0.1 (default 8080; 0: any free port)")
+    parser.add_argument("--rate-limit", type=float, default=None,
+                        help="requests/s per key (default: no limit)")
+    parser.add_argument("--window-seconds", type=float, default=1.0,
+                        help="the window of --rate-limit, in seconds (default 1)")
     parser.add_argument(
         "--limiter", choices=sorted(LIMITERS), default="sliding-window",
         help="how the per-key rate limit is enforced (default: sliding-window)",
@@ -65,21 +69,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--retry-after", type=_retry_after, default="auto",
-        help=" | ".join((*RETRY_AFTER_MODES, "N (fixed seconds)")),
+        help=" | ".join((*RETRY_AFTER_MODES, "N (fixed seconds)")) + " (default auto)",
     )
-    parser.add_argument("--latency-seconds", type=float, default=0.0)
-    parser.add_argument("--error-503-rate", type=float, default=0.0)
+    parser.add_argument("--latency-seconds", type=float, default=0.0,
+                        help="delay every answer by this long (default 0)")
+    parser.add_argument("--error-503-rate", type=float, default=0.0,
+                        help="the share of requests answered 503 at random, 0 to 1 (default 0)")
     parser.add_argument(
         "--key", action="append", dest="keys", metavar="KEY",
         help="an accepted API key (repeatable); without it, no authentication",
     )
-    parser.add_argument("--daily-cap", type=int, default=None)
-    parser.add_argument("--hang-seconds", type=float, default=30.0)
+    parser.add_argument("--daily-cap", type=int, default=None,
+                        help="successful requests per key per day, then 402 (default: no cap)")
+    parser.add_argument("--hang-seconds", type=float, default=30.0,
+                        help="how long #timeout stays silent (default 30)")
     parser.add_argument(
         "--fault", type=_fault, default=None,
         help="a fault for every search, e.g. trickle, huge, status=502 (default: none)",
     )
-    parser.add_argument("--trickle-interval-seconds", type=float, default=0.5)
+    parser.add_argument("--trickle-interval-seconds", type=float, default=0.5,
+                        help="seconds between two chunks of #trickle (default 0.5)")
     parser.add_argument(
         "--batch-cost", choices=("request", "row"), default="request",
         help="what a batch takes from the rate limit and the daily cap (default: request)",
@@ -88,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-hang-over", type=_whole, default=None, metavar="N",
         help="a batch of more than N records stays silent for --hang-seconds",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="the seed of --error-503-rate's draws (default 0)")
     return parser
 
 
@@ -112,7 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=args.seed,
         port=args.port,
     )
-    sim.start()
+    try:
+        sim.start()
+    except OSError as exc:  # the port is taken (or not ours to bind)
+        print(f"python -m geotoolkit.testing: cannot listen on 127.0.0.1:{args.port}: "
+              f"{exc.strerror or exc}; choose another --port (0: any free port)",
+              file=sys.stderr)
+        return 1
     try:
         print(f"geotoolkit provider simulator listening on {sim.url}", flush=True)
         print(f"  try: curl '{sim.url}/search?q=St%C3%A4dtle+38,+Vaduz&format=jsonv2'")

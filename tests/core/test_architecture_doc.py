@@ -2,7 +2,8 @@
 
 Every contract has a section (its heading names the contract's id) that names every
 layer and module the contract names; the layers are described in the contract's order;
-every folder and module at the top of ``geotoolkit/`` appears in the folder layout.
+the overview at the top shows every module of every layer; every folder and module at the
+top of ``geotoolkit/`` appears in the folder layout.
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ def drift(doc: str, contracts: list[dict[str, Any]], package: Path) -> list[str]
                   for layer in _layers(contract)]
         if any(i < 0 for i in firsts) or firsts != sorted(firsts):
             problems.append(f"{contract['id']}: the layers are not described top to bottom")
+    overview = re.search(r"```\n(.*?)```", doc, re.S)
+    layers_contract = next((c for c in contracts if c["id"] == "layers"), None)
+    if overview and layers_contract:
+        for layer in _layers(layers_contract):
+            for module in layer:
+                short = module.rpartition(".")[2]
+                if not re.search(rf"(?<![\w]){re.escape(short)}(?!\w)", overview.group(1)):
+                    problems.append(f"the overview of the layers does not show {short}")
     for entry in sorted(package.iterdir()):
         if entry.name.startswith(("_", ".")) or entry.name == "py.typed":
             continue
@@ -90,6 +99,11 @@ def test_drift_is_caught_when_the_doc_forgets_a_module_a_layer_or_a_folder(tmp_p
     contracts = _contracts()
     forgot_module = doc.replace("`geotoolkit.urls`", "`urls`")
     assert any("`geotoolkit.urls`" in p for p in drift(forgot_module, contracts, ROOT / "geotoolkit"))
+    overview = re.search(r"```\n(.*?)```", doc, re.S)
+    assert overview is not None
+    forgot_in_overview = doc.replace(overview.group(1), overview.group(1).replace(" : periods", ""))
+    assert "the overview of the layers does not show periods" in drift(
+        forgot_in_overview, contracts, ROOT / "geotoolkit")
     forgot_section = doc.replace("### `engine-protocols`", "### engine protocols")
     assert any("engine-protocols" in p for p in drift(forgot_section, contracts, ROOT / "geotoolkit"))
     sections = _sections(doc)

@@ -633,6 +633,34 @@ def test_cli_parser_accepts_limiter_burst_and_fault() -> None:
             build_parser().parse_args(bad)
 
 
+def test_cli_on_a_port_in_use_says_so_without_a_traceback(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m geotoolkit.testing --port 8080`` (the docs' command) on a port another
+    program holds ended in an OSError traceback; now one line naming --port, exit 1."""
+    from geotoolkit.testing.__main__ import main
+
+    with ProviderSimulator() as busy:
+        port = int(busy.url.rsplit(":", 1)[1])
+        assert main(["--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "--port" in err
+    assert "Traceback" not in err
+
+
+def test_cli_help_says_every_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """--port said '0: any free port' but not that 8080 is the default; --rate-limit did not
+    say that none means no limit; eight flags had no help at all."""
+    from geotoolkit.testing.__main__ import build_parser
+
+    parser = build_parser()
+    for action in parser._actions:
+        if action.option_strings == ["-h", "--help"]:
+            continue
+        assert action.help, action.option_strings
+        if action.default is not None and action.dest != "keys":
+            assert "default" in action.help, action.option_strings
+
+
 def test_public_names_are_pinned() -> None:
     import geotoolkit.testing as testing
     from geotoolkit.testing import simulator

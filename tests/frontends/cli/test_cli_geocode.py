@@ -175,6 +175,24 @@ def test_demo_runs_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert f"{rows}/{rows} rows" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("problem", ["no such file", "not an output format", "no such column"])
+def test_demo_refuses_bad_arguments_before_announcing_its_simulator(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], problem: str) -> None:
+    """Every refusal of ``geotoolkit demo`` came after 'simulator at http://127.0.0.1:...,
+    limited to 2 requests/s per key', as if the run had begun; now the line comes only with
+    a run that starts."""
+    data = Path(__file__).resolve().parents[3] / "notebooks" / "data" / "addresses.csv"
+    argv = {"no such file": ["demo", str(tmp_path / "nothere.csv"), "-o", str(tmp_path / "x.gpkg")],
+            "not an output format": ["demo", str(data), "-o", str(tmp_path / "x.csv")],
+            "no such column": ["demo", str(data), "-o", str(tmp_path / "x.gpkg"), "--column", "addr"]}
+    assert main([*argv[problem], "--progress", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("geotoolkit: ") and "simulator at" not in err
+    assert main(["demo", str(data), "-o", str(tmp_path / "ok.gpkg"), "--limit", "200",
+                 "--progress", "none"]) == 0
+    assert "simulator at http://127.0.0.1:" in capsys.readouterr().err
+
+
 def test_provider_by_name(sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
                           capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "liq.gpkg"

@@ -149,7 +149,8 @@ def test_a_file_with_several_layers_needs_one_named(sim: ProviderSimulator, gpkg
     other.to_file(gpkg, layer="more", engine="pyogrio")
     out = tmp_path / "x.gpkg"
     assert main(argv(sim, gpkg, out, "--cache", "none")) == 2
-    assert "has the layers fixes, more: name one" in capsys.readouterr().err
+    # it said only "name one": how, the reader had to find in --help
+    assert "has the layers fixes, more: name one with --layer" in capsys.readouterr().err
     assert main(argv(sim, gpkg, out, "--cache", "none", "--layer", "more")) == 0
     assert read_results(out).fix.tolist() == ["z"]
 

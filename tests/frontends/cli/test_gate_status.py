@@ -325,6 +325,18 @@ def test_a_missing_sqlite_gate_is_an_error_not_a_new_file(tmp_path: Path,
     assert f"{path} does not exist" in capsys.readouterr().err and not path.exists()
 
 
+def test_the_default_gate_before_any_run_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """On a machine where nothing ran yet, ``geotoolkit gate status`` said only that
+    ~/.cache/geotoolkit/gate.sqlite does not exist."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("GEOTOOLKIT_GATE_URL", raising=False)
+    assert main(["gate", "status"]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "no run on this machine has used the default gate" in err
+    assert not (tmp_path / "cache").exists()
+
+
 def test_a_sqlite_gate_that_cannot_be_opened_exits_2(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "notes.txt"  # a file given by mistake: not a database

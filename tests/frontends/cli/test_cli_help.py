@@ -1,0 +1,66 @@
+"""What a newcomer reads in ``geotoolkit ... --help``: command-line words, not Python ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import geotoolkit
+from geotoolkit.frontends.cli import main
+
+
+def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--help"])
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+def _option(text: str, flag: str) -> str:
+    """The help of one option, its lines joined: from its flag to the next option."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"  {flag}"))
+    end = next((i for i in range(start + 1, len(lines))
+                if not lines[i].startswith("   ")), len(lines))
+    return " ".join(" ".join(lines[start:end]).split())
+
+
+@pytest.mark.parametrize("command", ["geocode", "reverse", "demo"])
+def test_run_options_speak_of_the_command_line(capsys: pytest.CaptureFixture[str],
+                                               command: str) -> None:
+    """``--cap`` said 'per UTC day' (``--cap-tz`` moves the day) and offered
+    ``Cap(n, 'month')``, which no flag takes; ``--max-wait-seconds`` said it raises
+    RateLimitError, where the command exits 75; on/off flags ended in '(default False)'."""
+    text = _help(capsys, command)
+    cap = _option(text, "--cap N")
+    assert "UTC day" not in cap and "Cap(" not in cap and "--cap-tz" in cap
+    wait = _option(text, "--max-wait-seconds S")
+    assert "RateLimitError" not in wait and "75" in wait and "retry_after=" in wait
+    assert "(default False)" not in text
+    progress = _option(text, "--progress")  # it explained auto and json only
+    assert all(f"{choice}:" in progress for choice in ("text", "json", "none")) and "auto" in progress
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """``geotoolkit --version`` said 'the following arguments are required: COMMAND'."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"geotoolkit {geotoolkit.__version__}"
+
+
+@pytest.mark.parametrize("agent", [None, " "])
+def test_a_missing_user_agent_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             agent: str | None) -> None:
+    """``geotoolkit geocode in.csv -o out.gpkg`` said 'nominatim requires user_agent': the
+    Python keyword, where the command line takes --user-agent. Refused before any request
+    (the provider is public Nominatim: this test must never reach it)."""
+    source = tmp_path / "in.csv"
+    source.write_text("address\nStädtle 38, 9490 Vaduz\n", encoding="utf-8")
+    argv = ["geocode", str(source), "-o", str(tmp_path / "out.gpkg"), "--gate", "memory://",
+            "--cache", "none"]
+    assert main(argv if agent is None else [*argv, "--user-agent", agent]) == 2
+    err = capsys.readouterr().err
+    assert "nominatim requires" in err and "--user-agent" in err
+    assert not (tmp_path / "out.gpkg").exists()
