@@ -79,8 +79,7 @@ def reverse_job(frame: pd.DataFrame, options: GeocodeOptions, *, lon: str | None
             "reverse geocoding needs points: a GeoDataFrame of Points, or the names of both "
             "coordinate columns of this DataFrame, e.g. lon='lon', lat='lat' (and crs= when "
             "they are not EPSG:4326 degrees)")
-    return ReverseJob.from_columns(frame, options, lon=lon, lat=lat,
-                                   crs="EPSG:4326" if crs is None else crs, decimals=decimals,
+    return ReverseJob.from_columns(frame, options, lon=lon, lat=lat, crs=crs, decimals=decimals,
                                    country=country)
 
 
@@ -144,15 +143,17 @@ class ReverseJob:
 
     @classmethod
     def from_columns(cls, frame: pd.DataFrame, options: GeocodeOptions, *, lon: str, lat: str,
-                     crs: object = "EPSG:4326", decimals: int = REVERSE_DECIMALS,
+                     crs: object = None, decimals: int = REVERSE_DECIMALS,
                      country: str | None = None) -> ReverseJob:
         """From a plain frame's ``lon`` and ``lat`` columns (longitudes and latitudes, or
-        eastings and northings in ``crs``): a cell that is not a number is a dead letter
-        that says so; both columns are kept in the result."""
+        eastings and northings in ``crs``; ``None``: EPSG:4326 degrees, assumed): a cell
+        that is not a number is a dead letter that says so; both columns are kept in the
+        result. With no ``crs`` given, columns none of whose points is in degrees are
+        refused (projected metres read as degrees would all be dead letters)."""
         require_columns(frame.columns, [lon, lat])
         if lon == lat:
             raise ConfigurationError(f"lon and lat name the same column {lon!r}")
-        target = _crs(crs)
+        target = _crs("EPSG:4326" if crs is None else crs)
         if "geometry" in frame.columns and "geocode_status" not in frame.columns \
                 and not options.overwrite_columns:
             raise ConfigurationError(
@@ -160,6 +161,8 @@ class ReverseJob:
                 "replace: rename it, or pass overwrite_columns=True to replace it")
         xs, x_reasons = _numbers(frame[lon], "lon", lon)
         ys, y_reasons = _numbers(frame[lat], "lat", lat)
+        if crs is None:
+            _check_degrees(xs, ys, lon, lat)
         reasons = [a or b for a, b in zip(x_reasons, y_reasons, strict=True)]
         points = gpd.points_from_xy(xs, ys, crs=target)  # shapely: x = lon, y = lat
         points[np.array([r is not None for r in reasons], dtype=bool)] = None
@@ -250,6 +253,31 @@ def _own_columns(frame: gpd.GeoDataFrame, *, overwrite: bool, full_results: bool
 
 
 # -- the points -------------------------------------------------------------------------------
+
+
+def _check_degrees(xs: np.ndarray, ys: np.ndarray, lon: str, lat: str) -> None:
+    """Refuse columns read as degrees (no CRS given) none of whose points is in range,
+    as eastings and northings in metres are: naming their CRS is the fix, not a dead
+    letter per row.
+
+    >>> _check_degrees(np.array([9.52, 2758019.0]), np.array([47.14, 1220165.0]), "x", "y")
+    >>> _check_degrees(np.array([2758019.0]), np.array([1220165.0]), "x", "y")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: no point of the columns 'x' and 'y' is in longitude
+    and latitude degrees (the first: x=2758019.0, y=1220165.0): they look projected; ...
+    """
+    known = np.isfinite(xs) & np.isfinite(ys)
+    if not known.any():
+        return
+    degrees = (np.abs(xs) <= 180.0) & (np.abs(ys) <= 90.0)
+    if degrees[known].any():
+        return
+    first = int(np.flatnonzero(known)[0])
+    raise ConfigurationError(
+        f"no point of the columns {lon!r} and {lat!r} is in longitude and latitude degrees "
+        f"(the first: {lon}={float(xs[first])!r}, {lat}={float(ys[first])!r}): they look projected; name "
+        "their CRS, e.g. crs='EPSG:2056' (--crs EPSG:2056) for Swiss LV95 metres")
 
 
 def _numbers(cells: pd.Series, what: str, name: str) -> tuple[np.ndarray, list[str | None]]:

@@ -54,7 +54,7 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
         if layer is not None:
             raise ConfigurationError("--layer is for files with layers, not a CSV")
         return ReverseJob.from_columns(read_csv_text(source), options, lon=lon, lat=lat,
-                                       crs=crs or "EPSG:4326", decimals=decimals,
+                                       crs=crs, decimals=decimals,
                                        country=country)
     if lon is not None or lat is not None:
         raise ConfigurationError(f"--lon and --lat are for a CSV; {source.name} has its own "

@@ -193,6 +193,24 @@ def test_columns_are_read_as_numbers_and_unusable_cells_say_why() -> None:
     assert job.points.iloc[1] is None  # an unusable row has no geometry
 
 
+def test_projected_columns_read_as_degrees_are_refused_naming_the_crs() -> None:
+    """Eastings and northings with no crs given: every row was a dead letter saying
+    'longitude 2758019.0 out of range'; the whole frame is refused, naming crs=."""
+    east, north = TO_LV95.transform(9.52, 47.14)
+    df = pd.DataFrame({"E": [east, None], "N": [north, north]})
+    with pytest.raises(ConfigurationError, match=r"no point of the columns 'E' and 'N' is in "
+                       r"longitude and latitude degrees .*crs='EPSG:2056'"):
+        reverse_job(df, options(), lon="E", lat="N")
+    job = reverse_job(df, options(), lon="E", lat="N", crs="EPSG:2056")  # named: read as such
+    assert isinstance(job.items[0], ReverseQuery)
+    assert (round(job.items[0].lon, 5), round(job.items[0].lat, 5)) == (9.52, 47.14)
+    # One point in degrees among them: the others are the rows' own mistakes, dead letters.
+    mixed = reverse_job(pd.DataFrame({"E": [9.52, east], "N": [47.14, north]}), options(),
+                        lon="E", lat="N")
+    assert mixed.items[0] == ReverseQuery(9.52, 47.14)
+    assert "out of range" in str(mixed.items[1])
+
+
 def test_decimal_cells_from_a_database_are_numbers() -> None:
     df = pd.DataFrame({"x": [Decimal("9.52195"), Decimal("NaN"), Decimal("sNaN"), Decimal("Inf")],
                        "y": [Decimal("47.13974")] * 4})  # pd.read_sql of NUMERIC columns

@@ -108,6 +108,23 @@ def test_csv_with_named_swiss_coordinate_columns(sim: ProviderSimulator, tmp_pat
     assert [r.query for r in sim.requests] == ["reverse:9.521970,47.139760"]
 
 
+def test_swiss_coordinates_without_crs_exit_2_naming_it_and_send_nothing(
+        sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """LV95 eastings and northings read as degrees were a dead letter per row ('longitude
+    2758018.99 out of range'), with no word of the CRS: refused whole, naming --crs."""
+    to_lv95 = Transformer.from_crs("EPSG:4326", "EPSG:2056", always_xy=True)
+    east, north = to_lv95.transform(*NEAR_STAEDTLE)
+    source, out = tmp_path / "fixes.csv", tmp_path / "addresses.gpkg"
+    pd.DataFrame({"E": [f"{east:.3f}", ""], "N": [f"{north:.3f}", "1223000"]}).to_csv(
+        source, index=False)
+    assert main(argv(sim, source, out, "--cache", "none", "--lon", "E", "--lat", "N",
+                     "--provider", "photon", key=False)) == 2
+    err = capsys.readouterr().err
+    assert "no point of the columns 'E' and 'N' is in longitude and latitude degrees" in err
+    assert f"E={float(f'{east:.3f}')!r}" in err and "--crs EPSG:2056" in err
+    assert sim.requests == [] and not out.exists()
+
+
 def test_csv_without_named_columns_exits_2_and_sends_nothing(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "fixes.csv"
