@@ -25,9 +25,11 @@ def _auto(background: bool) -> str:
     return "text" if sys.stderr.isatty() and not background else "none"
 
 
-def progress_sink(progress: object = "auto", *, background: bool = False) -> ProgressSink | None:
+def progress_sink(progress: object = "auto", *, background: bool = False,
+                  summary: bool = True) -> ProgressSink | None:
     """The renderer for ``progress``: a name in :data:`CHOICES`, False/None (none), or a
-    callable taking progress events (returned as is).
+    callable taking progress events (returned as is). ``summary=False``: the caller prints
+    its own summary (see :class:`~geotoolkit.display.text.TextProgress`).
 
     >>> progress_sink(False) is None, progress_sink("none") is None
     (True, True)
@@ -47,7 +49,7 @@ def progress_sink(progress: object = "auto", *, background: bool = False) -> Pro
     if progress == "text":
         from geotoolkit.display.text import TextProgress
 
-        return TextProgress()
+        return TextProgress(summary=summary)
     if progress == "json":
         from geotoolkit.display.text import JsonLinesProgress
 

@@ -73,12 +73,18 @@ class TextProgress:
         return, and the summary.
     log_every_seconds
         Seconds between two lines when not interactive.
+    summary
+        Write the summary when the batch finishes (default). ``False``, for a caller that
+        prints its own (the CLI on a terminal): an interactive line is cleared instead
+        once the batch ended well; a stopped batch's summary is still written, and a
+        non-interactive log always ends with it.
     """
 
     def __init__(self, stream: TextIO | None = None, *, max_hz: float = 10.0,
                  time_fn: TimeFn = time.monotonic, interactive: bool | None = None,
-                 log_every_seconds: float = 10.0) -> None:
+                 log_every_seconds: float = 10.0, summary: bool = True) -> None:
         self.stream = stream or sys.stderr
+        self.summary = summary
         self.model = ProgressModel(time_fn)
         self._time = time_fn
         self.interactive = _rewrites(self.stream) if interactive is None else interactive
@@ -101,6 +107,12 @@ class TextProgress:
         line = self.line()
         if not self.interactive:
             self.stream.write(line + "\n")
+            self.stream.flush()
+            return
+        if final and not self.summary and isinstance(event, BatchFinished) \
+                and event.error is None and not event.interrupted:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
             self.stream.flush()
             return
         if not final:

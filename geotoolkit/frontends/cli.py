@@ -313,9 +313,18 @@ def _options(args: argparse.Namespace, provider: Any, **given: Any) -> GeocodeOp
     return GeocodeOptions.from_env(provider=provider, gate=gate, cache=cache, **{**flags, **given})
 
 
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def _progress(choice: str) -> tuple[ProgressSink, Tally]:
     tally = Tally()
-    renderer = progress_sink(choice)
+    # On a terminal the result line (stdout) is the summary: the progress line, on the
+    # same screen, is cleared at the end instead of saying it all again.
+    renderer = progress_sink(choice, summary=not _isatty(sys.stdout))
 
     def sink(event: Event) -> None:
         tally.update(event)

@@ -97,6 +97,33 @@ def test_shorter_line_erases_the_longer_one_before_it() -> None:
     assert len(short) >= len(long_line) and "paused" not in short
 
 
+def test_without_its_summary_the_line_is_cleared_when_the_batch_ends_well() -> None:
+    """The CLI prints the result line on a terminal: the progress line on the same screen
+    said it again, just above. It is cleared; a stopped batch's summary is still written."""
+    stream, clock = io.StringIO(), FakeTime()
+    text = TextProgress(stream, time_fn=clock, interactive=True, summary=False)
+    text(BatchStarted(total=2, unique=2, host=HOST))
+    clock.now = 1.0
+    text(ItemFinished(status="matched", at=1.0))
+    drawn = stream.getvalue().split("\r")[-1]
+    text(BatchFinished(2, 0, 0, elapsed_seconds=1.0))
+    assert stream.getvalue().endswith("\r" + " " * len(drawn) + "\r")
+    assert "rows:" not in stream.getvalue()
+    for end in (BatchFinished(1, 0, 0, elapsed_seconds=1.0, error="QuotaExceededError: spent"),
+                BatchFinished(1, 0, 0, elapsed_seconds=1.0, interrupted=True)):
+        stream, clock = io.StringIO(), FakeTime()
+        text = TextProgress(stream, time_fn=clock, interactive=True, summary=False)
+        text(BatchStarted(total=2, unique=2, host=HOST))
+        text(end)
+        assert stream.getvalue().endswith("\n") and "/2 rows: 1 matched" in last_line(stream)
+    logged = io.StringIO()  # a log keeps its last line whatever the caller prints
+    text = TextProgress(logged, time_fn=clock, interactive=False, summary=False)
+    text(BatchStarted(total=1, unique=1, host=HOST))
+    text(BatchFinished(1, 0, 0, elapsed_seconds=1.0))
+    assert logged.getvalue().splitlines()[-1].endswith("; done")
+    assert progress_sink("text", summary=False).summary is False  # type: ignore[union-attr]
+
+
 def test_json_lines_one_object_per_event_with_secrets_redacted() -> None:
     stream = io.StringIO()
     sink = JsonLinesProgress(stream)
