@@ -392,15 +392,21 @@ class Engine:
         doubling with each in a row, within the backoff's caps), so the fleet's pauses
         grow until a success and do not end at the same phase twice; the pace is not cut
         (``Gate.pause``).
+
+        A 503 is read as a 429: nginx ``limit_req`` as it ships (no ``limit_req_status``)
+        refuses the sends over its rate with 503, so the pace is cut as the gate reads the
+        evidence. A backend down answers every send 503: after the first, the fleet's
+        sends are each the first after a pause, or inside one, and cut nothing.
         """
         self.pacer.count(throttled=1)
+        limited = exc.status_code in (429, 503)
         backoff = self.settings.backoff
         wait = backoff.wait(throttles, exc.retry_after, self.rng)
-        if resumes is not None and exc.status_code == 429:
+        if resumes is not None and limited:
             wait = max(wait, backoff.beyond(resumes + 1, exc.retry_after, self.rng))
             await self.pacer.throttled(exc, wait, resumed=True)
         else:
-            await self.pacer.throttled(exc, wait, factor=factor)
+            await self.pacer.throttled(exc, wait, factor=factor, rate_limited=limited)
         self.circuit.refused(exc)  # nothing but refusals for too long: the batch ends
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)
