@@ -393,13 +393,15 @@ class Engine:
         grow until a success and do not end at the same phase twice; the pace is not cut
         (``Gate.pause``).
 
-        A 503 is read as a 429: nginx ``limit_req`` as it ships (no ``limit_req_status``)
-        refuses the sends over its rate with 503, so the pace is cut as the gate reads the
-        evidence. A backend down answers every send 503: after the first, the fleet's
-        sends are each the first after a pause, or inside one, and cut nothing.
+        A 503 is read as a 429 once the provider has answered this worker
+        (``Circuit.has_answered``): nginx ``limit_req`` as it ships (no
+        ``limit_req_status``) refuses the sends over its rate with 503, so the pace is cut
+        as the gate reads the evidence. Before any answer a 503 may be an outage's (a
+        backend down answers every send 503): it pauses and backs off, and cuts nothing
+        (discovering, such a cut would be the rate the gate keeps for the next runs).
         """
         self.pacer.count(throttled=1)
-        limited = exc.status_code in (429, 503)
+        limited = exc.status_code == 429 or (exc.status_code == 503 and self.circuit.has_answered)
         backoff = self.settings.backoff
         wait = backoff.wait(throttles, exc.retry_after, self.rng)
         if resumes is not None and limited:

@@ -182,6 +182,26 @@ def test_a_provider_that_answers_nothing_but_503_ends_the_batch_after_the_timeou
     assert min(gaps) >= 5.0 and max(gaps) > 15.0  # Retry-After, then a growing backoff
 
 
+def test_a_provider_down_from_the_first_send_with_503_teaches_the_gate_no_rate() -> None:
+    """A self-hosted instance whose backend is down answers every send 503 (nginx's page,
+    no Retry-After), and no rate was given. Read as a limiter's 503s, the fleet cut the
+    rate it was discovering at each (measured with the CLI: 0.125/s when it gave up), and
+    the gate kept that as the rate learned for the next runs on the key. Nothing was
+    answered: the run gives up, the gate learned nothing."""
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+
+    def down(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, headers={"Content-Type": "text/html"},
+                              text="<html><h1>503 Service Temporarily Unavailable</h1></html>")
+
+    with pytest.raises(ProviderUnavailableError, match=r"nothing but refusals \(HTTP 503\)"):
+        asyncio.run(engine(clock, down, gate, rate=None, circuit_timeout_seconds=30.0)
+                    .run(queries(20)))
+    stats = gate.stats(PROVIDER.gate_key)
+    assert stats.learned_rate is None and stats.rate_factor == 1.0
+
+
 def test_refusals_between_answers_never_end_the_batch() -> None:
     clock = FakeClock(start=0.0)
     refusals = itertools.count()
