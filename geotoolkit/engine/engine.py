@@ -392,15 +392,24 @@ class Engine:
         doubling with each in a row, within the backoff's caps), so the fleet's pauses
         grow until a success and do not end at the same phase twice; the pace is not cut
         (``Gate.pause``).
+
+        A 503 is read as a 429: nginx ``limit_req`` as it ships (no ``limit_req_status``)
+        refuses the sends over its rate with 503, so the pace is cut as the gate reads the
+        evidence. Discovering the rate, only once the provider has answered this worker
+        (``Circuit.has_answered``): before, a 503 may be an outage's (a backend down
+        answers every send 503), and its cut would be the rate the gate keeps for the
+        next runs on the key. (At a configured rate a cold cut climbs back as answers come.)
         """
         self.pacer.count(throttled=1)
+        limited = exc.status_code == 429 or (exc.status_code == 503 and (
+            self.circuit.has_answered or not self.pacer.rate.discovering))
         backoff = self.settings.backoff
         wait = backoff.wait(throttles, exc.retry_after, self.rng)
-        if resumes is not None and exc.status_code == 429:
+        if resumes is not None and limited:
             wait = max(wait, backoff.beyond(resumes + 1, exc.retry_after, self.rng))
             await self.pacer.throttled(exc, wait, resumed=True)
         else:
-            await self.pacer.throttled(exc, wait, factor=factor)
+            await self.pacer.throttled(exc, wait, factor=factor, rate_limited=limited)
         self.circuit.refused(exc)  # nothing but refusals for too long: the batch ends
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)

@@ -580,18 +580,23 @@ class Pacer:
             self._pauses_published += 1
 
     async def throttled(self, exc: RateLimitError, wait: float,
-                        factor: float | None = None, resumed: bool = False) -> None:
+                        factor: float | None = None, resumed: bool = False,
+                        rate_limited: bool | None = None) -> None:
         """A 429/503: publish the pause (before sleeping), then tell the listeners.
         ``factor``: the fleet's factor the refused send was spaced at; ``resumed``: the
-        refused send was the fleet's first after a pause (see ``Gate.pause``)."""
+        refused send was the fleet's first after a pause (see ``Gate.pause``);
+        ``rate_limited``: the answer says the pace is too fast (``None``: a 429 does)."""
         host = self.host
         if resumed:
-            cause = f"backoff after HTTP 429 from {host} on the first send after a pause: {wait:.1f} s"
+            cause = (f"backoff after HTTP {exc.status_code} from {host} on the first send after a "
+                     f"pause: {wait:.1f} s")
         elif exc.retry_after is not None:
             cause = f"Retry-After from {host}: {wait:.0f} s"
         else:
             cause = f"backoff after HTTP {exc.status_code} from {host}: {wait:.1f} s"
-        await self.pause(wait, cause=cause, rate_limited=exc.status_code == 429, factor=factor,
+        if rate_limited is None:
+            rate_limited = exc.status_code == 429
+        await self.pause(wait, cause=cause, rate_limited=rate_limited, factor=factor,
                          resumed=resumed)
         self.emit(Throttled(
             wait_seconds=wait, host=host, status_code=exc.status_code,

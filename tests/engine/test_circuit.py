@@ -182,6 +182,49 @@ def test_a_provider_that_answers_nothing_but_503_ends_the_batch_after_the_timeou
     assert min(gaps) >= 5.0 and max(gaps) > 15.0  # Retry-After, then a growing backoff
 
 
+def test_a_provider_down_from_the_first_send_with_503_teaches_the_gate_no_rate() -> None:
+    """A self-hosted instance whose backend is down answers every send 503 (nginx's page,
+    no Retry-After), and no rate was given. Read as a limiter's 503s, the fleet cut the
+    rate it was discovering at each (measured with the CLI: 0.125/s when it gave up), and
+    the gate kept that as the rate learned for the next runs on the key. Nothing was
+    answered: the run gives up, the gate learned nothing."""
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+
+    def down(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(503, headers={"Content-Type": "text/html"},
+                              text="<html><h1>503 Service Temporarily Unavailable</h1></html>")
+
+    with pytest.raises(ProviderUnavailableError, match=r"nothing but refusals \(HTTP 503\)"):
+        asyncio.run(engine(clock, down, gate, rate=None, circuit_timeout_seconds=30.0)
+                    .run(queries(20)))
+    stats = gate.stats(PROVIDER.gate_key)
+    assert stats.learned_rate is None and stats.rate_factor == 1.0
+
+
+def test_at_a_configured_rate_a_503_before_any_answer_paces_down() -> None:
+    """A cold fleet configured over nginx's ``limit_req`` (503 as it ships): each worker's
+    first answer may be the refusal. Read as an outage's (no cut until the worker had
+    an answer), 16 workers at twice the limit met 9 pauses in their first seconds, one
+    per worker, and got 0.90 of it. At a configured rate it is a 429's reading: the
+    first cuts (a cold cut climbs back as answers come)."""
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+    sent = itertools.count()
+    factors: list[float] = []
+
+    def cold(request: httpx.Request) -> httpx.Response:
+        factors.append(gate.stats(PROVIDER.gate_key).rate_factor)
+        if next(sent) == 0:
+            return httpx.Response(503, headers={"Content-Type": "text/html"},
+                                  text="<html><h1>503 Service Temporarily Unavailable</h1></html>")
+        return httpx.Response(200, json=MATCH)
+
+    outcomes = asyncio.run(engine(clock, cold, gate, concurrency=1).run(queries(3)))
+    assert [o.status for o in outcomes] == ["matched"] * 3
+    assert factors[1] < 1.0  # the send after the refusal went at the cut pace
+
+
 def test_refusals_between_answers_never_end_the_batch() -> None:
     clock = FakeClock(start=0.0)
     refusals = itertools.count()

@@ -197,11 +197,33 @@ def test_outcomes_are_counted_on_the_gate() -> None:
     def respond(request: httpx.Request) -> httpx.Response:
         return next(answers, None) or httpx.Response(200, json=MATCH)
 
-    gate = MemoryGate(clock=clock)
+    gate = MemoryGate(clock=clock, aimd=Aimd(decrease=1.0))  # keep the rate: test counts only
     asyncio.run(engine(clock, respond, gate, concurrency=1).run(queries(5)))
     stats = gate.stats(Nominatim("http://sim.test", user_agent="x/1").gate_key)
     assert (stats.requests, stats.successes, stats.throttled) == (6, 5, 1)
-    assert stats.rate_factor == 1.0  # a 503 is not a rate-limit signal
+
+
+def test_an_outage_answering_503_cuts_the_pace_once_not_at_every_probe() -> None:
+    """A 503 right after answers reads as a limiter's (nginx ``limit_req`` answers 503 as
+    it ships): one cut, as a 429's. A backend down answers 503 to every send for a minute:
+    those after the first, with nothing answered between, are the outage's, not the
+    pace's; read as 429s, the fleet's sends after each pause would cut it again and again."""
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+    key = Nominatim("http://sim.test", user_agent="x/1").gate_key
+    factors: list[float] = []
+
+    def down(request: httpx.Request) -> httpx.Response:
+        if 5.0 <= clock.now() < 65.0:
+            factors.append(gate.stats(key).rate_factor)
+            return httpx.Response(503, headers={"Content-Type": "text/html"},
+                                  text="<html><h1>503 Service Temporarily Unavailable</h1></html>")
+        return httpx.Response(200, json=MATCH)
+
+    outcomes = asyncio.run(engine(clock, down, gate).run(queries(200)))
+    assert all(o.status == "matched" for o in outcomes)
+    assert len(factors) > 10  # the fleet came back after each pause, refused each time
+    assert min(factors) >= Aimd().decrease, sorted(set(factors))  # one cut at most
 
 
 # -- caps ----------------------------------------------------------------------------------
