@@ -239,9 +239,6 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
         hint = parse_retry_after(response.headers.get("retry-after"), now=date)
         if hint is None:  # no Retry-After: the quota's reset, where the provider says it
             hint = parse_rate_limit_reset(response.headers, now=date)
-        exact = _retry_in(response.headers.get("x-retry-in"))
-        if exact is not None and (hint is None or exact <= hint):
-            hint = exact  # Traefik's exact wait: its Retry-After is that rounded up
         raise RateLimitError(
             f"{provider} is throttling (HTTP {status})",
             retry_after=hint, provider=provider, status_code=status)
@@ -250,29 +247,6 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
         raise ProviderUnavailableError(
             f"{provider} is unavailable (HTTP {status}){f': {why}' if why else ''}",
             provider=provider, status_code=status)
-
-
-_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
-_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "\u03bcs": 1e-6, "ms": 1e-3, "s": 1.0,
-             "m": 60.0, "h": 3600.0}
-
-
-def _retry_in(value: str | None) -> float | None:
-    """Traefik's ``X-Retry-In`` (a Go duration: ``89.357928ms``, ``1.5s``, ``1m30s``) in
-    seconds; ``None`` when absent or not one. Traefik's rate limiter sends it with each
-    429 beside ``Retry-After``, which is the same wait rounded *up* to whole seconds
-    (``1`` for a token due in 89 ms).
-
-    >>> _retry_in("89.357928ms"), _retry_in("1m30s"), _retry_in("0s")
-    (0.089357928, 90.0, 0.0)
-    >>> _retry_in("soon"), _retry_in("-1s"), _retry_in(None), _retry_in("12")
-    (None, None, None, None)
-    """
-    text = (value or "").strip()
-    parts = list(_GO_DURATION.finditer(text))
-    if not parts or "".join(p.group(0) for p in parts) != text:
-        return None
-    return sum(float(p.group(1)) * _GO_UNITS[p.group(2)] for p in parts)
 
 
 def proxy_refused(provider: str, why: str = "", *, status: int = 407) -> AuthenticationError:

@@ -288,19 +288,3 @@ def test_nginx_limit_req_as_it_ships_paces_the_fleet_down_as_its_429_does() -> N
         assert all(isinstance(o, Match) for o in outcomes)
         refused = statuses.count(status)
         assert refused <= 5 and factor <= 0.55, (status, refused, factor)  # cut to the limit
-
-
-def test_traefiks_429_waits_its_exact_wait_not_the_second_it_rounds_up_to() -> None:
-    """Traefik's rate limiter refuses with ``Retry-After`` rounded up to whole seconds and
-    the exact wait in ``X-Retry-In`` (a Go duration): a token due in 89 ms said ``1``, and
-    each 429 paused the fleet a whole second. The exact wait is the hint."""
-    match = json.dumps(load("nominatim", "match")["json"]).encode()
-    traefik = [("Retry-After", "1"), ("X-Retry-In", "89.357928ms"),
-               ("Content-Type", "text/plain; charset=utf-8")]
-    with Scripted([(429, traefik, b"Too Many Requests"),
-                   (200, [("Content-Type", "application/json")], match)]) as server:
-        outcomes, throttles = nominatim_run(server)
-    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
-    throttle, = throttles
-    assert throttle.retry_after == pytest.approx(0.089357928)
-    assert throttle.wait_seconds < 1.0
