@@ -47,12 +47,6 @@ log = logging.getLogger("geotoolkit.engine")
 LONG_WAIT_SECONDS = HEARTBEAT_SECONDS / 4
 #: A wait for a slot shorter than this is not used to sample the fleet.
 _SAMPLE_MARGIN_SECONDS = 0.1
-#: Answers a worker saw are reported to the gate with its next call, which may be a
-#: whole fleet cycle away (each of K workers reserves a slot every K/R seconds at R/s,
-#: at its departures, before the answer): as a query settles, counts left unreported
-#: are sent at once, by one worker at most this often (a round trip more per answer
-#: at most, fewer where a worker sends often).
-FLUSH_SECONDS = 0.25
 
 T = TypeVar("T")
 
@@ -238,7 +232,7 @@ class Pacer:
         self._pauses_begun = self._pauses_published = 0
         self._departures: collections.deque[float] = collections.deque(
             maxlen=self.departures_remembered)  # how late this worker's last sends left
-        self._next_sample = self._last_beat = self._flushed = -math.inf
+        self._next_sample = self._last_beat = -math.inf
 
     # -- slots ---------------------------------------------------------------------------
 
@@ -636,24 +630,10 @@ class Pacer:
 
         Workers call this at natural points (after a query settles, before a wait); no
         task of its own sleeps on the clock. The heartbeat is refreshed every quarter of
-        its lifetime; the samples between are reads. Between samples, answers counted and
-        not yet reported are flushed (at most every ``FLUSH_SECONDS``): a 429 event reads
-        the fleet's successes, and without this a worker's would reach the gate only with
-        its next slot, a fleet cycle later (measured, 16 workers at 10/s on the fake
-        clock: a 429 after 2.1 s of clean answers read 4 of the fleet's 20 successes and
-        cut the rate to 0.75 of it, where 19 read cut it to 0.96).
+        its lifetime; the samples between are reads.
         """
         now = self.clock.now()
-        if self._sampling:
-            return
-        if now < self._next_sample:
-            if (self.counts.successes or self.counts.throttled) \
-                    and now - self._flushed >= FLUSH_SECONDS:
-                self._sampling, self._flushed = True, now
-                try:
-                    await self._record(heartbeat=False)
-                finally:
-                    self._sampling = False
+        if self._sampling or now < self._next_sample:
             return
         self._sampling, self._next_sample = True, now + self.sample_seconds
         try:
