@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
@@ -65,7 +65,38 @@ def test_google_over_query_limit_is_its_429() -> None:
     assert caught.value.status_code == 429 and caught.value.retry_after is None
 
 
-class Scripted:
+class Quiet(BaseHTTPRequestHandler):
+    """A request handler that logs nothing, with one call for a whole answer."""
+
+    def reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class Loopback:
+    """A threading HTTP server on 127.0.0.1 for ``handler``, serving inside ``with``."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Self:
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Scripted(Loopback):
     """A loopback server answering each GET with the next ``(status, headers, body)``, then
     the last one again (header values sent as UTF-8); the path and query are recorded."""
 
@@ -74,30 +105,15 @@ class Scripted:
         self.answers, self.seen = answers, []
         script = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             def do_GET(self) -> None:
                 script.seen.append(self.path)
                 status, headers, body = script.answers[min(len(script.seen), len(script.answers)) - 1]
-                self.send_response(status)
-                for name, value in headers.items() if isinstance(headers, dict) else headers:
-                    self.send_header(name, value.encode().decode("latin-1"))  # as UTF-8 bytes
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                pairs = headers.items() if isinstance(headers, dict) else headers
+                self.reply(status, [(name, value.encode().decode("latin-1"))  # as UTF-8 bytes
+                                    for name, value in pairs], body)
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> Scripted:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture
@@ -219,7 +235,7 @@ NGINX_503 = (b"<html>\r\n<head><title>503 Service Temporarily Unavailable</title
              b"<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n")
 
 
-class LimitReq:
+class LimitReq(Loopback):
     """nginx ``limit_req`` with no burst in front of Nominatim, on loopback and on a fake
     clock: a request sooner than ``1 / rate`` after the last one passed is refused (a
     refusal does not count), with ``status`` (nginx's default, 503, its HTML page and no
@@ -231,7 +247,7 @@ class LimitReq:
         passed: list[float] = []
         limiter = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(Quiet):
             def do_GET(self) -> None:
                 now = clock.now()
                 ok = not passed or now - passed[-1] >= 1.0 / rate - 1e-9
@@ -240,26 +256,9 @@ class LimitReq:
                 code, kind, body = ((200, "application/json", match) if ok else
                                     (status, "text/html", NGINX_503))
                 limiter.statuses.append(code)
-                self.send_response(code)
-                self.send_header("Server", "nginx/1.22.1")
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.reply(code, [("Server", "nginx/1.22.1"), ("Content-Type", kind)], body)
 
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def __enter__(self) -> LimitReq:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 def run_against_limit_req(status: int) -> tuple[list[Any], list[int], float]:
