@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -24,6 +24,7 @@ from geotoolkit.clock import SystemClock
 from geotoolkit.engine import batching, http
 from geotoolkit.engine.circuit import Circuit
 from geotoolkit.engine.pacer import Departure, Pacer, Stopped, call_gate
+from geotoolkit.engine.rows import RowQueue, SetAside
 from geotoolkit.engine.settings import EngineSettings
 from geotoolkit.errors import (
     AuthenticationError,
@@ -57,7 +58,9 @@ T = TypeVar("T")
 _STOPS: tuple[type[BaseException], ...] = (
     AuthenticationError, QuotaExceededError, RateLimitError, GateError, StoreError,
     ConfigurationError, ProviderUnavailableError)
-_PASS_THROUGH: tuple[type[BaseException], ...] = (Stopped, *_STOPS)
+
+
+_PASS_THROUGH: tuple[type[BaseException], ...] = (Stopped, SetAside, *_STOPS)
 
 #: Labels and reasons longer than this are cut (a hostile answer cannot fill the cache).
 MAX_TEXT_CHARS = 2_000
@@ -130,6 +133,7 @@ class Engine:
         self._progress: ProgressSink | None = None
         self._error: BaseException | None = None
         self._hand_off: tuple[type[BaseException], ...] = ()
+        self._queue: RowQueue | None = None  # a run's single queries (not batches)
         #: The indices (in ``run``'s items) of the rows the last run handed off (see ``run``).
         self.handed_off: list[int] = []
         self._client: httpx.AsyncClient
@@ -245,10 +249,20 @@ class Engine:
 
         async def one(job: Sequence[tuple[str, AnyQuery]]) -> None:
             for key, query in job:
-                await keep([(key, await self._outcome_of(key, query))])
+                self.circuit.taken(failed_before=queue is not None and queue.tried(key))
+                try:
+                    outcome = await self._outcome_of(key, query)
+                except SetAside as aside:
+                    if queue is None:  # only single queries give way
+                        raise
+                    queue.set_aside((key, query), aside)
+                    continue
+                await keep([(key, outcome)])
 
         batches = batching.Batches.plan(self, keep, _PASS_THROUGH)
-        jobs = iter(batches.jobs(pending) if batches else [[item] for item in pending])
+        self._queue = queue = None if batches else RowQueue(pending, self.settings.concurrency)
+        jobs: Iterator[Sequence[tuple[str, AnyQuery]]] = (
+            iter(batches.jobs(pending)) if batches else self._queue_of(queue))
         settle = batches.settle if batches else one
 
         async def worker() -> None:
@@ -264,6 +278,11 @@ class Engine:
                     return
 
         await asyncio.gather(*(worker() for _ in range(self.settings.concurrency)))
+
+    @staticmethod
+    def _queue_of(queue: RowQueue | None) -> RowQueue:
+        assert queue is not None  # made just before, when there are no batches
+        return queue
 
     async def _keep(self, settled: Sequence[tuple[str, Outcome]], groups: dict[str, list[int]],
                     results: list[Outcome | None]) -> None:
@@ -341,11 +360,19 @@ class Engine:
         Before every try the circuit and a slot (``cost`` slots for a batch counted per
         query); a 429 pauses the fleet and never counts as an attempt; a transport failure
         feeds the circuit (``key``: the row, or a batch's first row) and, unless the circuit
-        opens, backs off. Errors about the whole run (``_PASS_THROUGH``) propagate.
+        opens, backs off. A single query whose send failed, found the circuit open while
+        rows not yet tried wait, gives way to them (``SetAside``): rows the provider always
+        fails (a 500 for one address, the first rows of a rerun, as failures are not
+        cached) would otherwise be the only probes, each failing, and hold every row
+        behind them until ``circuit_timeout_seconds`` ended the run. Errors about the whole
+        run (``_PASS_THROUGH``) propagate.
         """
         last: BaseException | None = None
-        attempt = throttles = sent = 0  # attempts count toward ``attempts``; sent is every try
+        throttles = 0  # attempts count toward ``attempts``; sent is every try
+        attempt, sent = self._queue.counts.get(key, (0, 0)) if self._queue else (0, 0)
         while attempt < attempts:
+            if last is not None and self.circuit.is_open and self._queue and self._queue.untried:
+                raise SetAside(attempt, sent)
             epoch = await self._may_send(cost)
             if epoch is None:
                 continue  # the circuit opened meanwhile: wait for it, the rows keep their place
@@ -362,7 +389,7 @@ class Engine:
                 continue
             except ProviderUnavailableError as exc:
                 last = exc
-                if await self.circuit.failed(key, exc):
+                if await self.circuit.failed(key, exc, suspect=self._suspect(key)):
                     attempt -= 1  # the outage is not the rows' fault: they keep their attempts
                     continue
                 wait = self.settings.backoff.delay(attempt, self.rng)
@@ -374,6 +401,11 @@ class Engine:
                 self.pacer.check_budget(wait)
                 await self.pacer.sleep_until(self.clock.now() + wait)
         return None, sent, last
+
+    def _suspect(self, key: str) -> bool:
+        """Whether ``key``'s row gave way to other rows before, and the provider answered
+        them: its failures are likely its own, not an outage (see ``Circuit.failed``)."""
+        return self._queue is not None and self._queue.tried(key)
 
     async def _throttled(self, exc: RateLimitError, throttles: int,
                          factor: float | None = None, resumes: int | None = None) -> None:

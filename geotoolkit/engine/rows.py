@@ -1,0 +1,53 @@
+"""The single queries of a run, as the engine's workers take them: a row whose send failed
+while the circuit is open gives way to rows not yet tried (see ``Engine._attempts``). Stdlib.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+__all__ = ["RowQueue", "SetAside"]
+
+
+class SetAside(Exception):
+    """Internal: this row's send failed while the circuit is open and rows not yet tried
+    wait: it gives way to them (the probe should not be a row the provider may always
+    fail), carrying its ``attempt`` and ``sent`` counts to its next turn."""
+
+    def __init__(self, attempt: int, sent: int) -> None:
+        super().__init__()
+        self.attempt, self.sent = attempt, sent
+
+
+class RowQueue:
+    """The single queries of a run, in order, an iterator of one-query jobs. A row set
+    aside goes back ``behind`` rows later (after the rows taken in its place, so that it
+    is tried again among rows the provider answers, not last, alone with others like
+    it); ``untried`` counts the rows not taken yet."""
+
+    def __init__(self, pending: Sequence[tuple[str, Any]], behind: int) -> None:
+        self._items: deque[tuple[str, Any]] = deque(pending)
+        self._behind = behind
+        self.untried = len(pending)
+        self.counts: dict[str, tuple[int, int]] = {}  # a set-aside row's (attempt, sent)
+
+    def __iter__(self) -> Iterator[list[tuple[str, Any]]]:
+        return self
+
+    def __next__(self) -> list[tuple[str, Any]]:
+        if not self._items:
+            raise StopIteration
+        item = self._items.popleft()
+        if item[0] not in self.counts:
+            self.untried -= 1
+        return [item]
+
+    def set_aside(self, item: tuple[str, Any], aside: SetAside) -> None:
+        self.counts[item[0]] = (aside.attempt, aside.sent)
+        self._items.insert(min(self._behind, len(self._items)), item)
+
+    def tried(self, key: str) -> bool:
+        """Whether ``key``'s row was set aside before (its sends failed)."""
+        return key in self.counts
