@@ -145,11 +145,18 @@ def _into_place(target: Path, partial: Path, what: str,
         yield
         os.replace(partial, target)
     except errors as exc:
-        partial.unlink(missing_ok=True)
+        _discard(partial)
         raise ExportError(f"cannot write {what} {target}: {exc}") from exc
     except BaseException:
-        partial.unlink(missing_ok=True)
+        _discard(partial)
         raise
+
+
+def _discard(partial: Path) -> None:
+    """Remove a partial file where that is possible: a folder turned read-only or a full
+    disk must not turn the export's error into another one."""
+    with contextlib.suppress(OSError):
+        partial.unlink(missing_ok=True)
 
 
 def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:

@@ -15,6 +15,7 @@ import pandas as pd
 import pyogrio
 import pytest
 
+from geotoolkit import ExportError
 from geotoolkit.export import write_geopackage, write_results
 from geotoolkit.orchestration.frame import outcomes_frame
 from geotoolkit.results import Failure, Match
@@ -90,3 +91,16 @@ def test_a_partial_file_a_killed_writer_left_is_removed_by_the_next(tmp_path: Pa
         path.write_bytes(b"half a file")
     assert write_geopackage(_result("next", 8), target) == (6, 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, "out.gpkg"])
+
+
+@pytest.mark.parametrize("name", ["out.gpkg", "out.parquet"])
+def test_a_place_where_the_partial_file_cannot_be_removed_is_an_export_error(
+        tmp_path: Path, name: str) -> None:
+    """The output folder turned read-only mid-run (a remounted disk): the write failed, and
+    so did removing its partial file, with ``OSError: [Errno 30] Read-only file system``
+    raised from the cleanup: the command ended in a traceback instead of 'stopped:
+    ExportError' (the finished rows were in the cache all along). A path through a file
+    fails the same two ways without needing a read-only disk."""
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(ExportError, match="cannot write"):
+        write_results(_result("x", 4), tmp_path / "a-file" / name)
