@@ -23,7 +23,11 @@ open while rows not yet tried wait, gives way to them (the engine tries it again
 later): when the workers all held such rows (the first rows of a rerun are those that
 failed before, since failures are not cached), their probes failed one after the other
 while the rows behind them were never sent. Once it gave way and the circuit closed, the
-row's failures are its own (``suspect``) and no longer open the circuit.
+row's failures are its own (``suspect``) and no longer open the circuit. When no row is
+left untried (a rerun sends only the rows that failed before), such a row holding the probe
+lease probes with a query the provider answered (a match from the cache or from this run)
+instead of itself: an answer closes the circuit and makes every row that failed a suspect,
+so they end as failures after their attempts instead of the run giving up.
 """
 
 from __future__ import annotations

@@ -191,10 +191,11 @@ class Engine:
         for key, outcome in cached.items():
             self._record_outcome(key, outcome, groups, results, cached=True)
         pending = [(k, queries[k]) for k in groups if k not in cached]
+        known = [(k, queries[k]) for k, o in cached.items() if isinstance(o, Match)]
         self._error = None
         try:
             async with self.pacer.joined():
-                await self._work(pending, groups, results)
+                await self._work(pending, groups, results, known)
         except BaseException as exc:
             self._finish(results, started, exc)
             raise
@@ -241,9 +242,11 @@ class Engine:
         return dict(await call_gate(self.store.blocking, self.store.get_many, keys))
 
     async def _work(self, pending: list[tuple[str, AnyQuery]],
-                    groups: dict[str, list[int]], results: list[Outcome | None]) -> None:
+                    groups: dict[str, list[int]], results: list[Outcome | None],
+                    known: list[tuple[str, AnyQuery]]) -> None:
         """Settle ``pending`` with ``concurrency`` workers: one query per job, or one
-        batch per job when the provider's batch endpoint is used."""
+        batch per job when the provider's batch endpoint is used. ``known``: queries the
+        cache holds matches for (probes, see ``RowQueue``)."""
         async def keep(settled: Sequence[tuple[str, Outcome]]) -> None:
             await self._keep(settled, groups, results)
 
@@ -257,10 +260,13 @@ class Engine:
                         raise
                     queue.set_aside((key, query), aside)
                     continue
+                if queue is not None and isinstance(outcome, Match):
+                    queue.answered(key, query)
                 await keep([(key, outcome)])
 
         batches = batching.Batches.plan(self, keep, _PASS_THROUGH)
-        self._queue = queue = None if batches else RowQueue(pending, self.settings.concurrency)
+        self._queue = queue = None if batches else RowQueue(
+            pending, self.settings.concurrency, known)
         jobs: Iterator[Sequence[tuple[str, AnyQuery]]] = (
             iter(batches.jobs(pending)) if batches else self._queue_of(queue))
         settle = batches.settle if batches else one
@@ -376,6 +382,10 @@ class Engine:
             epoch = await self._may_send(cost)
             if epoch is None:
                 continue  # the circuit opened meanwhile: wait for it, the rows keep their place
+            probe = self._queue.probe_for(key) if self._queue and self.circuit.probing else None
+            if probe is not None:
+                await self._probe_with(probe, epoch)
+                continue
             departure = self._arm(request, epoch, cost)
             attempt, sent = attempt + 1, sent + 1
             try:
@@ -389,6 +399,8 @@ class Engine:
                 continue
             except ProviderUnavailableError as exc:
                 last = exc
+                if self._queue is not None:
+                    self._queue.failed.add(key)
                 if await self.circuit.failed(key, exc, suspect=self._suspect(key)):
                     attempt -= 1  # the outage is not the rows' fault: they keep their attempts
                     continue
@@ -403,9 +415,40 @@ class Engine:
         return None, sent, last
 
     def _suspect(self, key: str) -> bool:
-        """Whether ``key``'s row gave way to other rows before, and the provider answered
-        them: its failures are likely its own, not an outage (see ``Circuit.failed``)."""
-        return self._queue is not None and self._queue.tried(key)
+        """Whether ``key``'s failures are likely its own, not an outage (see
+        ``RowQueue.suspect`` and ``Circuit.failed``)."""
+        return self._queue is not None and self._queue.suspect(key)
+
+    async def _probe_with(self, probe: tuple[str, AnyQuery], epoch: int) -> None:
+        """The circuit's probe, held by a row that failed before (it may be a row the
+        provider always fails: a rerun sends only those), made with a query the provider
+        answered instead. An answer closes the circuit, and the rows that failed are
+        suspects from then on: their failures no longer open it, they count toward their
+        attempts and the rows end. A failure reopens it, as the row's own would have,
+        without costing the row an attempt."""
+        assert self._queue is not None
+        key, query = probe
+        try:
+            request = self.provider.build_request(query)
+        except Exception:
+            self._queue.forget(key)
+            return
+        departure = self._arm(request, epoch)
+        try:
+            await self._send(query, request)
+        except http.SendVoided:
+            return
+        except RateLimitError as exc:  # an answer (it closed the circuit), and a pause
+            await self._throttled(exc, 1, departure.factor, departure.resumes)
+        except ProviderUnavailableError as exc:
+            await self.circuit.failed(key, exc)
+            return
+        except _PASS_THROUGH:
+            raise
+        except Exception:  # an answer all the same: the provider is there
+            log.debug("probe answered with an error", exc_info=True)
+        if not self.circuit.is_open:
+            self._queue.suspects |= self._queue.failed
 
     async def _throttled(self, exc: RateLimitError, throttles: int,
                          factor: float | None = None, resumes: int | None = None) -> None:
