@@ -53,8 +53,10 @@ class RowQueue:
         self._known.append((key, query))
 
     def probe_for(self, key: str) -> tuple[str, Any] | None:
-        """The query to probe with instead of ``key``'s row, if that row failed before."""
-        if key not in self.failed:
+        """The query to probe with instead of ``key``'s row, if that row failed before and
+        no row is left untried (which would probe instead): it sends a query the cache
+        may hold already, one request for each time the circuit closes so."""
+        if key not in self.failed or self.untried:
             return None
         return next((item for item in reversed(self._known) if item[0] != key), None)
 
