@@ -18,7 +18,16 @@ it, does not count toward the row's attempts. A failed probe does count toward i
 and a worker's task whose own send just failed lets another of its rows probe first: rows
 the provider always fails (an HTTP 500 for one address) would otherwise open the circuit
 once they are all that is left, or claim every probe first, and hold the batch until
-``timeout_seconds`` without ever failing.
+``timeout_seconds`` without ever failing. And a row whose send failed, finding the circuit
+open while rows not yet tried wait, gives way to them (the engine tries it again a few rows
+later): when the workers all held such rows (the first rows of a rerun are those that
+failed before, since failures are not cached), their probes failed one after the other
+while the rows behind them were never sent. Once it gave way and the circuit closed, the
+row's failures are its own (``suspect``) and no longer open the circuit. When no row is
+left untried (a rerun sends only the rows that failed before), such a row holding the probe
+lease probes with a query the provider answered (a match from the cache or from this run)
+instead of itself: an answer closes the circuit and makes every row that failed a suspect,
+so they end as failures after their attempts instead of the run giving up.
 """
 
 from __future__ import annotations
@@ -157,6 +166,15 @@ class Circuit:
             return True
         return not any(t not in self._failing for t in self._waiting)
 
+    def taken(self, *, failed_before: bool) -> None:
+        """The calling task takes up another row: it is a failing task (probing after the
+        others) only if that row's sends failed before."""
+        task = asyncio.current_task()
+        if task is not None and not failed_before:
+            self._failing.discard(task)
+        elif task is not None:
+            self._failing.add(task)
+
     def stale(self, epoch: int) -> bool:
         """Whether a pause was published since the circuit was last read (read it again)."""
         return epoch != self._read_epoch
@@ -204,13 +222,16 @@ class Circuit:
                 f"{self.timeout_seconds:g}. Finished rows are kept: run again to resume.",
                 provider=self.pacer.provider, status_code=exc.status_code)
 
-    async def failed(self, query_key: str, exc: ProviderUnavailableError) -> bool:
+    async def failed(self, query_key: str, exc: ProviderUnavailableError, *,
+                     suspect: bool = False) -> bool:
         """A transport failure; return whether the circuit is (now) open for this worker and
         the failure is the outage's, not the row's (it costs the row no attempt).
 
         Opens it after ``failures`` in a row across two queries; a failed probe reopens
         it for longer, and is its row's attempt (``False``: the row may be one the provider
-        always fails). A failure while it is open is simply part of the outage.
+        always fails). A failure while it is open is simply part of the outage. A
+        ``suspect`` row's failure (it failed before, gave way to other rows, and the
+        circuit closed meanwhile) does not count toward opening it: it is the row's.
         """
         task = asyncio.current_task()
         if task is not None:
@@ -222,6 +243,8 @@ class Circuit:
             await self.refresh()  # another worker may have opened it already
         if self.known is not None:
             return True
+        if suspect:
+            return False
         self._run.append(query_key)
         if len(self._run) >= self.failures and len(set(self._run)) >= 2:
             await self._open(str(exc))

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -24,6 +24,7 @@ from geotoolkit.clock import SystemClock
 from geotoolkit.engine import batching, http
 from geotoolkit.engine.circuit import Circuit
 from geotoolkit.engine.pacer import Departure, Pacer, Stopped, call_gate
+from geotoolkit.engine.rows import RowQueue, SetAside
 from geotoolkit.engine.settings import EngineSettings
 from geotoolkit.errors import (
     AuthenticationError,
@@ -57,7 +58,9 @@ T = TypeVar("T")
 _STOPS: tuple[type[BaseException], ...] = (
     AuthenticationError, QuotaExceededError, RateLimitError, GateError, StoreError,
     ConfigurationError, ProviderUnavailableError)
-_PASS_THROUGH: tuple[type[BaseException], ...] = (Stopped, *_STOPS)
+
+
+_PASS_THROUGH: tuple[type[BaseException], ...] = (Stopped, SetAside, *_STOPS)
 
 #: Labels and reasons longer than this are cut (a hostile answer cannot fill the cache).
 MAX_TEXT_CHARS = 2_000
@@ -130,6 +133,7 @@ class Engine:
         self._progress: ProgressSink | None = None
         self._error: BaseException | None = None
         self._hand_off: tuple[type[BaseException], ...] = ()
+        self._queue: RowQueue | None = None  # a run's single queries (not batches)
         #: The indices (in ``run``'s items) of the rows the last run handed off (see ``run``).
         self.handed_off: list[int] = []
         self._client: httpx.AsyncClient
@@ -187,10 +191,11 @@ class Engine:
         for key, outcome in cached.items():
             self._record_outcome(key, outcome, groups, results, cached=True)
         pending = [(k, queries[k]) for k in groups if k not in cached]
+        known = [(k, queries[k]) for k, o in cached.items() if isinstance(o, Match)]
         self._error = None
         try:
             async with self.pacer.joined():
-                await self._work(pending, groups, results)
+                await self._work(pending, groups, results, known)
         except BaseException as exc:
             self._finish(results, started, exc)
             raise
@@ -237,18 +242,33 @@ class Engine:
         return dict(await call_gate(self.store.blocking, self.store.get_many, keys))
 
     async def _work(self, pending: list[tuple[str, AnyQuery]],
-                    groups: dict[str, list[int]], results: list[Outcome | None]) -> None:
+                    groups: dict[str, list[int]], results: list[Outcome | None],
+                    known: list[tuple[str, AnyQuery]]) -> None:
         """Settle ``pending`` with ``concurrency`` workers: one query per job, or one
-        batch per job when the provider's batch endpoint is used."""
+        batch per job when the provider's batch endpoint is used. ``known``: queries the
+        cache holds matches for (probes, see ``RowQueue``)."""
         async def keep(settled: Sequence[tuple[str, Outcome]]) -> None:
             await self._keep(settled, groups, results)
 
         async def one(job: Sequence[tuple[str, AnyQuery]]) -> None:
             for key, query in job:
-                await keep([(key, await self._outcome_of(key, query))])
+                self.circuit.taken(failed_before=queue is not None and queue.tried(key))
+                try:
+                    outcome = await self._outcome_of(key, query)
+                except SetAside as aside:
+                    if queue is None:  # only single queries give way
+                        raise
+                    queue.set_aside((key, query), aside)
+                    continue
+                if queue is not None and isinstance(outcome, Match):
+                    queue.answered(key, query)
+                await keep([(key, outcome)])
 
         batches = batching.Batches.plan(self, keep, _PASS_THROUGH)
-        jobs = iter(batches.jobs(pending) if batches else [[item] for item in pending])
+        self._queue = queue = None if batches else RowQueue(
+            pending, self.settings.concurrency, known)
+        jobs: Iterator[Sequence[tuple[str, AnyQuery]]] = (
+            iter(batches.jobs(pending)) if batches else self._queue_of(queue))
         settle = batches.settle if batches else one
 
         async def worker() -> None:
@@ -264,6 +284,11 @@ class Engine:
                     return
 
         await asyncio.gather(*(worker() for _ in range(self.settings.concurrency)))
+
+    @staticmethod
+    def _queue_of(queue: RowQueue | None) -> RowQueue:
+        assert queue is not None  # made just before, when there are no batches
+        return queue
 
     async def _keep(self, settled: Sequence[tuple[str, Outcome]], groups: dict[str, list[int]],
                     results: list[Outcome | None]) -> None:
@@ -341,14 +366,26 @@ class Engine:
         Before every try the circuit and a slot (``cost`` slots for a batch counted per
         query); a 429 pauses the fleet and never counts as an attempt; a transport failure
         feeds the circuit (``key``: the row, or a batch's first row) and, unless the circuit
-        opens, backs off. Errors about the whole run (``_PASS_THROUGH``) propagate.
+        opens, backs off. A single query whose send failed, found the circuit open while
+        rows not yet tried wait, gives way to them (``SetAside``): rows the provider always
+        fails (a 500 for one address, the first rows of a rerun, as failures are not
+        cached) would otherwise be the only probes, each failing, and hold every row
+        behind them until ``circuit_timeout_seconds`` ended the run. Errors about the whole
+        run (``_PASS_THROUGH``) propagate.
         """
         last: BaseException | None = None
-        attempt = throttles = sent = 0  # attempts count toward ``attempts``; sent is every try
+        throttles = 0  # attempts count toward ``attempts``; sent is every try
+        attempt, sent = self._queue.counts.get(key, (0, 0)) if self._queue else (0, 0)
         while attempt < attempts:
+            if last is not None and self.circuit.is_open and self._queue and self._queue.untried:
+                raise SetAside(attempt, sent)
             epoch = await self._may_send(cost)
             if epoch is None:
                 continue  # the circuit opened meanwhile: wait for it, the rows keep their place
+            probe = self._queue.probe_for(key) if self._queue and self.circuit.probing else None
+            if probe is not None:
+                await self._probe_with(probe, epoch)
+                continue
             departure = self._arm(request, epoch, cost)
             attempt, sent = attempt + 1, sent + 1
             try:
@@ -362,7 +399,9 @@ class Engine:
                 continue
             except ProviderUnavailableError as exc:
                 last = exc
-                if await self.circuit.failed(key, exc):
+                if self._queue is not None:
+                    self._queue.failed.add(key)
+                if await self.circuit.failed(key, exc, suspect=self._suspect(key)):
                     attempt -= 1  # the outage is not the rows' fault: they keep their attempts
                     continue
                 wait = self.settings.backoff.delay(attempt, self.rng)
@@ -374,6 +413,42 @@ class Engine:
                 self.pacer.check_budget(wait)
                 await self.pacer.sleep_until(self.clock.now() + wait)
         return None, sent, last
+
+    def _suspect(self, key: str) -> bool:
+        """Whether ``key``'s failures are likely its own, not an outage (see
+        ``RowQueue.suspect`` and ``Circuit.failed``)."""
+        return self._queue is not None and self._queue.suspect(key)
+
+    async def _probe_with(self, probe: tuple[str, AnyQuery], epoch: int) -> None:
+        """The circuit's probe, held by a row that failed before (it may be a row the
+        provider always fails: a rerun sends only those), made with a query the provider
+        answered instead. An answer closes the circuit, and the rows that failed are
+        suspects from then on: their failures no longer open it, they count toward their
+        attempts and the rows end. A failure reopens it, as the row's own would have,
+        without costing the row an attempt."""
+        assert self._queue is not None
+        key, query = probe
+        try:
+            request = self.provider.build_request(query)
+        except Exception:
+            self._queue.forget(key)
+            return
+        departure = self._arm(request, epoch)
+        try:
+            await self._send(query, request)
+        except http.SendVoided:
+            return
+        except RateLimitError as exc:  # an answer (it closed the circuit), and a pause
+            await self._throttled(exc, 1, departure.factor, departure.resumes)
+        except ProviderUnavailableError as exc:
+            await self.circuit.failed(key, exc)
+            return
+        except _PASS_THROUGH:
+            raise
+        except Exception:  # an answer all the same: the provider is there
+            log.debug("probe answered with an error", exc_info=True)
+        if not self.circuit.is_open:
+            self._queue.suspects |= self._queue.failed
 
     async def _throttled(self, exc: RateLimitError, throttles: int,
                          factor: float | None = None, resumes: int | None = None) -> None:

@@ -2,7 +2,8 @@
 
 Both writers work on the GeoDataFrame of ``df.geocode.run()``, write next to the
 target and move the file into place, so an interrupted export never leaves a
-half-written file, and return ``(geocoded, dead_letters)`` row counts.
+half-written file, and return ``(geocoded, dead_letters)`` row counts. Each writer has a
+file of its own there (two runs on one output at once: the target is one run's whole file).
 :func:`write_results` picks the format from the file name.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,21 +103,60 @@ _ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, TypeError, Overflow
 _GDAL_ERRORS = (*_ERRORS, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError)
 
 
+def _partial(target: Path, suffix: str) -> Path:
+    """A file of this writer's own next to ``target``: ``.out.<pid>-<random>.partial.gpkg``.
+    Two writers of one target (a second run on the same output) never share it; the
+    partial files of writers that ended without removing theirs (killed) are removed."""
+    suffix = target.suffix or suffix
+    _remove_stale(target, suffix)
+    return target.with_name(f".{target.stem}.{os.getpid()}-{secrets.token_hex(4)}.partial{suffix}")
+
+
+def _remove_stale(target: Path, suffix: str) -> None:
+    """Remove the partial files (and SQLite's ``-journal``/``-wal``/``-shm`` beside them)
+    that writers of ``target`` which no longer run left behind."""
+    pattern = re.compile(rf"\.{re.escape(target.stem)}\.(\d+)-[0-9a-f]+\.partial"
+                         rf"{re.escape(suffix)}(-journal|-wal|-shm)?")
+    with contextlib.suppress(OSError):
+        for path in target.parent.iterdir():
+            found = pattern.fullmatch(path.name)
+            if found and not _running(int(found.group(1))):
+                path.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, or a platform without signal 0
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def _into_place(target: Path, partial: Path, what: str,
                 errors: tuple[type[Exception], ...]) -> Iterator[None]:
     """Write ``partial`` in the block, then move it over ``target``. However the block
     fails (an interrupt too) the partial file is removed; ``errors`` become ExportError."""
     try:
-        partial.unlink(missing_ok=True)
         yield
         os.replace(partial, target)
     except errors as exc:
-        partial.unlink(missing_ok=True)
+        _discard(partial)
         raise ExportError(f"cannot write {what} {target}: {exc}") from exc
     except BaseException:
-        partial.unlink(missing_ok=True)
+        _discard(partial)
         raise
+
+
+def _discard(partial: Path) -> None:
+    """Remove a partial file where that is possible: a folder turned read-only or a full
+    disk must not turn the export's error into another one."""
+    with contextlib.suppress(OSError):
+        partial.unlink(missing_ok=True)
 
 
 def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> tuple[int, int]:
@@ -130,7 +172,7 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     that made it a dead letter). Returns the two row counts.
     """
     target = Path(path)
-    partial = target.with_name(f".{target.stem}.partial{target.suffix or '.gpkg'}")
+    partial = _partial(target, ".gpkg")
     matched = result[result["geocode_status"] == "matched"]
     letters = dead_letters(result)
     with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
@@ -157,7 +199,7 @@ def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     extra). Returns ``(geocoded, dead_letters)`` row counts.
     """
     target = Path(path)
-    partial = target.with_name(f".{target.stem}.partial{target.suffix or '.parquet'}")
+    partial = _partial(target, ".parquet")
     if "geocode_status" not in result.columns:
         raise ExportError("no geocode_status column: this frame is not a geocoding result")
     matched, letters = result[result["geocode_status"] == "matched"], dead_letters(result)

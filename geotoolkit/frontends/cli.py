@@ -23,6 +23,7 @@ in files.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import dataclasses
 import signal
@@ -464,6 +465,11 @@ def main(argv: Sequence[str] | None = None, *, sleep: Callable[[float], None] = 
     except KeyboardInterrupt:
         print("terminated" if terminated else "interrupted", file=sys.stderr)
         return EX_TERMINATED if terminated else 130
+    except asyncio.CancelledError:
+        if not terminated:
+            raise
+        print("terminated", file=sys.stderr)  # see _cancel_batch
+        return EX_TERMINATED
     except (ConfigurationError, KeyError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"geotoolkit: {message}", file=sys.stderr)
@@ -507,15 +513,29 @@ def _sigterm_as_interrupt(received: list[int]) -> Iterator[None]:
     def on_sigterm(signum: int, frame: Any) -> None:
         received.append(signum)
         interrupt = signal.getsignal(signal.SIGINT)  # asyncio.run's own while a batch runs
-        if not callable(interrupt):
-            raise KeyboardInterrupt
-        interrupt(signal.SIGINT, frame)
+        if callable(interrupt):
+            interrupt(signal.SIGINT, frame)
+        else:  # SIGINT ignored (started in a script's background, nohup): no asyncio handler
+            _cancel_batch()
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _cancel_batch() -> None:
+    """Cancel the running batch as asyncio.run's SIGINT handler does (its tasks end, the
+    loop wakes, ``asyncio.run`` raises CancelledError), or raise KeyboardInterrupt where no
+    loop runs: raised inside the loop, it left a 'Task exception was never retrieved'."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise KeyboardInterrupt from None
+    for task in asyncio.all_tasks(loop):
+        task.cancel()
+    loop.call_soon_threadsafe(lambda: None)
 
 
 def _dispatch(args: argparse.Namespace, sleep: Callable[[float], None]) -> int:

@@ -60,6 +60,18 @@ _INSERT = (f"INSERT OR REPLACE INTO results (key, {', '.join(COLUMNS)}) "
 _CHUNK = 500
 
 
+#: What SQLite says of a file that is not (or no longer) a whole database.
+_DAMAGED = ("malformed", "not a database", "file is encrypted")
+
+
+def _hint(exc: sqlite3.Error, path: Path) -> str:
+    """What to do about a damaged file (cut short by a full disk, an interrupted copy)."""
+    if not any(word in str(exc) for word in _DAMAGED):
+        return ""
+    return (f"; the file is damaged: move {path} aside to start an empty cache (the rows it "
+            "held are sent again), or run without a cache")
+
+
 def default_store_path() -> Path:
     """``results.sqlite`` in the user's cache directory (created on first use)."""
     import platformdirs
@@ -161,7 +173,7 @@ class SQLiteStore:
             try:
                 return body()
             except sqlite3.Error as exc:
-                raise StoreError(f"SQLite cache {self.path} failed: {exc}",
+                raise StoreError(f"SQLite cache {self.path} failed: {exc}{_hint(exc, self.path)}",
                                  backend="sqlite") from exc
 
     def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]:

@@ -273,3 +273,51 @@ def test_a_rerun_while_the_provider_is_still_down_waits_its_own_timeout() -> Non
     with pytest.raises(ProviderUnavailableError, match="circuit_timeout_seconds"):
         asyncio.run(engine(clock, outage, gate).run(queries(20)))
     assert 600 <= clock.now() - gave_up_at < 700 and len(outage.sent) > sent
+
+
+def test_failing_rows_at_the_head_of_a_batch_do_not_hold_back_the_rows_behind_them() -> None:
+    """A rerun sends first the rows that failed before (failures are not cached): six rows
+    the provider always answers 500, then 94 good ones, at concurrency 4. The four workers
+    took four failing rows, opened the circuit, and every probe was one of them (each
+    failed, the interval doubled to 60 s): the run gave up after circuit_timeout_seconds
+    (602 s, measured) with the 94 good rows never sent, and so did every rerun. A row whose
+    own send failed while the circuit is open now steps aside for a row not yet tried, and
+    is tried again after them."""
+    clock = FakeClock(start=0.0)
+    six_poisoned = poisoned(*(f"Street {i}," for i in range(6)))
+
+    outcomes = asyncio.run(engine(clock, six_poisoned, MemoryGate(clock=clock)).run(queries(100)))
+    assert [o.status for o in outcomes] == ["failed"] * 6 + ["matched"] * 94
+    assert all("HTTP 500" in o.reason for o in outcomes[:6] if isinstance(o, Failure))
+    assert clock.now() < 300  # not after circuit_timeout_seconds
+
+
+def test_a_rerun_of_only_the_rows_that_failed_settles_them_instead_of_giving_up() -> None:
+    """A rerun after a run that ended well: the cache holds every row but eight the provider
+    always answers 500, which are all that is sent. They opened the circuit, every probe was
+    one of them and failed, the interval grew to 60 s, and the run gave up after
+    circuit_timeout_seconds (600 s) without an output, every time. Now a row that failed
+    before probes with a query the provider answered (from the cache): its answer closes
+    the circuit, and the failing rows' failures are their own (they end failed)."""
+    from geotoolkit.store import MemoryStore
+
+    clock = FakeClock(start=0.0)
+    store = MemoryStore()
+    good = queries(20, "Good")
+    for query in good:
+        assert isinstance(query, Query)
+        store.put(f"{PROVIDER.cache_namespace()}:{query.key()}",
+                  Match(lon=9.52, lat=47.14, label="Vaduz", provider="nominatim"))
+    bad = queries(8, "Bad")
+    sent: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.params.get("q", ""))
+        return poisoned("Bad")(request)
+
+    outcomes = asyncio.run(engine(clock, answer, MemoryGate(clock=clock), store=store)
+                           .run([*good, *bad]))
+    assert [o.status for o in outcomes] == ["matched"] * 20 + ["failed"] * 8
+    assert all(isinstance(o, Failure) and 6 <= o.attempts <= 7 for o in outcomes[20:])
+    assert clock.now() < 200  # not after circuit_timeout_seconds
+    assert sum(q.startswith("Good") for q in sent) <= 3  # a probe or so, not a second run

@@ -141,6 +141,23 @@ def test_sqlite_errors_are_store_errors(tmp_path: Path) -> None:
         SQLiteStore(garbage)
 
 
+def test_a_truncated_sqlite_cache_says_it_is_damaged_and_what_to_do(tmp_path: Path) -> None:
+    """A cache file cut short (a full disk, a copy interrupted): a rerun stopped with
+    'StoreError: SQLite cache ... failed: database disk image is malformed' and no word of
+    what to do; now it says the file is damaged and how to go on."""
+    import os
+
+    path = tmp_path / "cache.sqlite"
+    store = SQLiteStore(path)
+    store.put_many([(f"k{i}", Match(lon=9.5, lat=47.1, label="x" * 200, provider="p"))
+                    for i in range(2000)])
+    store.close()
+    os.truncate(path, path.stat().st_size // 2)
+    with pytest.raises(StoreError, match=r"damaged.*move .*cache\.sqlite aside") as info:
+        SQLiteStore(path).get_many([f"k{i}" for i in range(2000)])
+    assert "malformed" in str(info.value)
+
+
 def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
     import sqlite3
 

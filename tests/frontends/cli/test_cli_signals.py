@@ -80,3 +80,36 @@ def test_a_signal_ends_the_run_cleanly_and_a_rerun_sends_only_the_rest(
     letters = pyogrio.read_dataframe(tmp_path / "out.gpkg", layer="dead_letters",
                                      read_geometry=False)
     assert len(geocoded) + len(letters) == N and set(letters["geocode_status"]) == {"no_match"}
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_sigterm_ends_a_run_started_with_sigint_ignored_cleanly(tmp_path: Path) -> None:
+    """A command started in the background of a script (``geotoolkit geocode ... &``, nohup)
+    inherits SIGINT ignored, so asyncio.run installs no handler of its own. SIGTERM then
+    raised KeyboardInterrupt wherever the event loop was: the command printed 'terminated',
+    then 'Task exception was never retrieved' and a traceback. Now the batch is cancelled
+    as Ctrl-C would cancel it, and SIGINT stays ignored, as its parent asked."""
+    pd.DataFrame({"address": ADDRESSES}).to_csv(tmp_path / "in.csv", index=False)
+    env = {**os.environ, "PYTHONPATH": str(Path(geotoolkit.__file__).parents[1])}
+    with ProviderSimulator(latency_seconds=0.05) as sim:
+        child = subprocess.Popen([sys.executable, "-m", "geotoolkit", *_argv(sim, tmp_path, "40")],
+                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 preexec_fn=_ignore_sigint)
+        try:
+            assert sim.wait_for_requests(5, timeout=120.0), "the command sent too few requests"
+            child.send_signal(signal.SIGINT)  # ignored, as the parent asked
+            assert sim.wait_for_requests(10, timeout=120.0), "SIGINT stopped the command"
+            assert child.poll() is None, f"the command ended early: {child.communicate()}"
+            child.send_signal(signal.SIGTERM)
+            out, err = child.communicate(timeout=120.0)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+    assert child.returncode == EX_TERMINATED, err
+    assert err.splitlines()[-1] == "terminated"
+    assert "Traceback" not in err and "never retrieved" not in err and out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache.sqlite", "gate.sqlite", "in.csv"]
