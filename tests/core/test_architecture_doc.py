@@ -76,7 +76,21 @@ def drift(doc: str, contracts: list[dict[str, Any]], package: Path) -> list[str]
         listed = entry.is_dir() or entry.suffix == ".py"
         if listed and not re.search(rf"(?<![\w/]){re.escape(shown)}", doc):
             problems.append(f"the folder layout does not show geotoolkit/{shown}")
+        elif entry.is_dir():
+            problems += _folder_drift(doc, entry)
     return problems
+
+
+def _folder_drift(doc: str, folder: Path) -> list[str]:
+    """The public modules of ``folder`` its entry in the layout leaves out (its lines, up to
+    the next folder's), where that entry lists modules at all."""
+    entry = re.search(rf"^  {re.escape(folder.name)}/ +(.*?)(?=^  \S|^\S)", doc, re.M | re.S)
+    if entry is None or ".py" not in entry.group(1):
+        return []
+    return [f"the folder layout does not show geotoolkit/{folder.name}/{module.name}"
+            for module in sorted(folder.glob("*.py"))
+            if not module.name.startswith("_")
+            and not re.search(rf"(?<![\w/]){re.escape(module.name)}", entry.group(1))]
 
 
 def test_the_doc_names_every_contract_layer_and_module() -> None:
@@ -116,3 +130,9 @@ def test_drift_is_caught_when_the_doc_forgets_a_module_a_layer_or_a_folder(tmp_p
     (package / "newlayer").mkdir(parents=True)
     (package / "policy.py").touch()
     assert drift(doc, contracts, package) == ["the folder layout does not show geotoolkit/newlayer/"]
+    (package / "engine").mkdir()
+    for name in ("engine.py", "rows.py", "queue.py", "_private.py"):  # queue.py is not listed
+        (package / "engine" / name).touch()
+    assert "the folder layout does not show geotoolkit/engine/queue.py" in drift(
+        doc, contracts, package)
+    assert not any("engine/rows.py" in p or "_private" in p for p in drift(doc, contracts, package))
