@@ -265,11 +265,13 @@ class Engine:
                 await keep([(key, outcome)])
 
         batches = batching.Batches.plan(self, keep, _PASS_THROUGH)
-        self._queue = queue = None if batches else RowQueue(
-            pending, self.settings.concurrency, known)
-        jobs: Iterator[Sequence[tuple[str, AnyQuery]]] = (
-            iter(batches.jobs(pending)) if batches else self._queue_of(queue))
-        settle = batches.settle if batches else one
+        jobs: Iterator[Sequence[tuple[str, AnyQuery]]]
+        if batches:
+            self._queue = queue = None
+            jobs, settle = iter(batches.jobs(pending)), batches.settle
+        else:
+            self._queue = queue = RowQueue(pending, self.settings.concurrency, known)
+            jobs, settle = queue, one
 
         async def worker() -> None:
             for job in jobs:
@@ -284,11 +286,6 @@ class Engine:
                     return
 
         await asyncio.gather(*(worker() for _ in range(self.settings.concurrency)))
-
-    @staticmethod
-    def _queue_of(queue: RowQueue | None) -> RowQueue:
-        assert queue is not None  # made just before, when there are no batches
-        return queue
 
     async def _keep(self, settled: Sequence[tuple[str, Outcome]], groups: dict[str, list[int]],
                     results: list[Outcome | None]) -> None:
@@ -383,8 +380,8 @@ class Engine:
             if epoch is None:
                 continue  # the circuit opened meanwhile: wait for it, the rows keep their place
             probe = self._queue.probe_for(key) if self._queue and self.circuit.probing else None
-            if probe is not None:
-                await self._probe_with(probe, epoch)
+            if probe is not None and self._queue is not None:
+                await self._probe_with(self._queue, probe, epoch)
                 continue
             departure = self._arm(request, epoch, cost)
             attempt, sent = attempt + 1, sent + 1
@@ -419,19 +416,18 @@ class Engine:
         ``RowQueue.suspect`` and ``Circuit.failed``)."""
         return self._queue is not None and self._queue.suspect(key)
 
-    async def _probe_with(self, probe: tuple[str, AnyQuery], epoch: int) -> None:
+    async def _probe_with(self, queue: RowQueue, probe: tuple[str, AnyQuery], epoch: int) -> None:
         """The circuit's probe, held by a row that failed before (it may be a row the
         provider always fails: a rerun sends only those), made with a query the provider
         answered instead. An answer closes the circuit, and the rows that failed are
         suspects from then on: their failures no longer open it, they count toward their
         attempts and the rows end. A failure reopens it, as the row's own would have,
         without costing the row an attempt."""
-        assert self._queue is not None
         key, query = probe
         try:
             request = self.provider.build_request(query)
         except Exception:
-            self._queue.forget(key)
+            queue.forget(key)
             return
         departure = self._arm(request, epoch)
         try:
@@ -448,7 +444,7 @@ class Engine:
         except Exception:  # an answer all the same: the provider is there
             log.debug("probe answered with an error", exc_info=True)
         if not self.circuit.is_open:
-            self._queue.suspects |= self._queue.failed
+            queue.suspects |= queue.failed
 
     async def _throttled(self, exc: RateLimitError, throttles: int,
                          factor: float | None = None, resumes: int | None = None) -> None:
