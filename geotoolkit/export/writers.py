@@ -10,9 +10,11 @@ file of its own there (two runs on one output at once: the target is one run's w
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import secrets
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,19 +105,28 @@ _ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, TypeError, Overflow
 _GDAL_ERRORS = (*_ERRORS, pyogrio.errors.DataSourceError, pyogrio.errors.DataLayerError)
 
 
+def _host() -> str:
+    """This machine, as a partial file's name carries it (a hash: any host name fits)."""
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
 def _partial(target: Path, suffix: str) -> Path:
-    """A file of this writer's own next to ``target``: ``.out.<pid>-<random>.partial.gpkg``.
-    Two writers of one target (a second run on the same output) never share it; the
-    partial files of writers that ended without removing theirs (killed) are removed."""
+    """A file of this writer's own next to ``target``:
+    ``.out.<host>-<pid>-<random>.partial.gpkg``. Two writers of one target (a second run
+    on the same output) never share it; the partial files of writers on this machine
+    that ended without removing theirs (killed) are removed. Another machine's are left
+    alone (a folder shared over the network): whether its writer still runs cannot be
+    told from here."""
     suffix = target.suffix or suffix
     _remove_stale(target, suffix)
-    return target.with_name(f".{target.stem}.{os.getpid()}-{secrets.token_hex(4)}.partial{suffix}")
+    return target.with_name(
+        f".{target.stem}.{_host()}-{os.getpid()}-{secrets.token_hex(4)}.partial{suffix}")
 
 
 def _remove_stale(target: Path, suffix: str) -> None:
     """Remove the partial files (and SQLite's ``-journal``/``-wal``/``-shm`` beside them)
-    that writers of ``target`` which no longer run left behind."""
-    pattern = re.compile(rf"\.{re.escape(target.stem)}\.(\d+)-[0-9a-f]+\.partial"
+    that writers of ``target`` on this machine which no longer run left behind."""
+    pattern = re.compile(rf"\.{re.escape(target.stem)}\.{_host()}-(\d+)-[0-9a-f]+\.partial"
                          rf"{re.escape(suffix)}(-journal|-wal|-shm)?")
     with contextlib.suppress(OSError):
         for path in target.parent.iterdir():

@@ -17,6 +17,7 @@ import pytest
 
 from geotoolkit import ExportError
 from geotoolkit.export import write_geopackage, write_results
+from geotoolkit.export.writers import _host
 from geotoolkit.orchestration.frame import outcomes_frame
 from geotoolkit.results import Failure, Match
 
@@ -84,13 +85,17 @@ def test_a_partial_file_a_killed_writer_left_is_removed_by_the_next(tmp_path: Pa
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True)
     dead_pid = int(dead.stdout)  # a process that has ended
-    stale = [tmp_path / f".out.{dead_pid}-0a1b2c3d.partial.gpkg",
-             tmp_path / f".out.{dead_pid}-0a1b2c3d.partial.gpkg-journal"]
-    alive = tmp_path / f".out.{os.getppid()}-0a1b2c3d.partial.gpkg"
-    for path in [*stale, alive]:
+    host = _host()
+    stale = [tmp_path / f".out.{host}-{dead_pid}-0a1b2c3d.partial.gpkg",
+             tmp_path / f".out.{host}-{dead_pid}-0a1b2c3d.partial.gpkg-journal"]
+    alive = tmp_path / f".out.{host}-{os.getppid()}-0a1b2c3d.partial.gpkg"
+    # Another machine's writer on a shared folder: its process cannot be seen from here.
+    elsewhere = tmp_path / f".out.0badc0de-{dead_pid}-0a1b2c3d.partial.gpkg"
+    for path in [*stale, alive, elsewhere]:
         path.write_bytes(b"half a file")
     assert write_geopackage(_result("next", 8), target) == (6, 2)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, "out.gpkg"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [alive.name, elsewhere.name, "out.gpkg"])
 
 
 @pytest.mark.parametrize("name", ["out.gpkg", "out.parquet"])
