@@ -105,20 +105,21 @@ def _blocked_output(setup: Setup, n: int, folder: Path, block: str) -> list[str]
     return problems
 
 
-def read_only(setup: Setup, n: int) -> list[str]:
-    with _tmpfs(setup.work / "ro", "50m") as folder:
+def _on_tmpfs(setup: Setup, n: int, name: str, size: str) -> list[str]:
+    """``_blocked_output`` on a tmpfs of ``size`` (skipped where none can be mounted)."""
+    with _tmpfs(setup.work / name, size) as folder:
         if folder is None:
             print("  skipped: cannot mount a tmpfs here (root and mount needed)")
             return []
-        return _blocked_output(setup, n, folder, "ro")
+        return _blocked_output(setup, n, folder, name)
+
+
+def read_only(setup: Setup, n: int) -> list[str]:
+    return _on_tmpfs(setup, n, "ro", "50m")
 
 
 def disk_full(setup: Setup, n: int) -> list[str]:
-    with _tmpfs(setup.work / "full", "64k") as folder:
-        if folder is None:
-            print("  skipped: cannot mount a tmpfs here (root and mount needed)")
-            return []
-        return _blocked_output(setup, n, folder, "full")
+    return _on_tmpfs(setup, n, "full", "64k")
 
 
 def truncated_cache(setup: Setup, n: int) -> list[str]:
