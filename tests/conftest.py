@@ -64,6 +64,22 @@ def postgres_dsn() -> str:
     return dsn
 
 
+@pytest.fixture
+def schema_dsn(postgres_dsn: str) -> Iterator[str]:
+    """A DSN whose tables live in a schema of this test's own, dropped afterwards (a test
+    may lock them whole, or drop them, without touching another's)."""
+    import psycopg
+
+    name = f"gt_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    try:
+        yield psycopg.conninfo.make_conninfo(postgres_dsn, options=f"-c search_path={name}")
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {name} CASCADE")
+
+
 @contextmanager
 def _dml_only(dsn: str) -> Iterator[str]:
     import psycopg

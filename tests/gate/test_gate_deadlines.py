@@ -19,7 +19,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -247,21 +246,6 @@ def test_a_restarted_redis_loses_its_state_and_nothing_crashes(redis_server: Any
 
 
 # -- PostgreSQL: held rows and tables ---------------------------------------------------------
-
-
-@pytest.fixture
-def schema_dsn(postgres_dsn: str) -> Iterator[str]:
-    """A DSN whose gate tables live in a schema of this test's own: it may lock them whole."""
-    import psycopg
-
-    name = f"gt_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {name}")
-    try:
-        yield psycopg.conninfo.make_conninfo(postgres_dsn, options=f"-c search_path={name}")
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 @pytest.mark.postgres

@@ -71,21 +71,6 @@ def prefix(backend: str, request: pytest.FixtureRequest) -> Iterator[str]:
             conn.execute("DELETE FROM geotoolkit_results WHERE key LIKE %s", (value + "%",))
 
 
-@pytest.fixture
-def schema_dsn(postgres_dsn: str) -> Iterator[str]:
-    """A DSN whose tables live in a schema of this test's own (dropped afterwards)."""
-    import psycopg
-
-    name = f"gt_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {name}")
-    try:
-        yield psycopg.conninfo.make_conninfo(postgres_dsn, options=f"-c search_path={name}")
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {name} CASCADE")
-
-
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
     proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(path)], stdin=subprocess.PIPE,
