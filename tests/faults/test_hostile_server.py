@@ -10,9 +10,8 @@ counts as much as one in the parser.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -20,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import pandas as pd
 import pyogrio
 import pytest
+from loopback_support import Quiet, serving
 
 from geotoolkit.export import write_results
 from geotoolkit.policy import Backoff
@@ -58,7 +58,7 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(Quiet):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
@@ -66,31 +66,18 @@ class _Handler(BaseHTTPRequestHandler):
         text = " ".join(params.get("q", [""]))
         name = text.rsplit("#answer=", 1)[1] if "#answer=" in text else ""
         status, headers, body = ANSWERS.get(name, (200, [], GOOD))
-        self.send_response(status)
-        for key, value in headers:
-            value = value.replace("{key}", " ".join(params.get("key", [""])))
-            self.send_header(key, value.replace("{target}", self.path))
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+        key = " ".join(params.get("key", [""]))
+        self.reply(status, [*((name, value.replace("{key}", key).replace("{target}", self.path))
+                              for name, value in headers),
+                            ("Content-Type", "application/json")], body)
 
 
 @pytest.fixture
 def url() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 def run(url: str, addresses: list[str], cache: Path | str, **options: Any) -> pd.DataFrame:

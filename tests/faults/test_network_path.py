@@ -10,6 +10,7 @@ absolute form, ``CONNECT`` tunnels) that may want credentials. The batch runs en
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import http.client
 import logging
@@ -20,13 +21,14 @@ import ssl
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pandas as pd
 import pytest
+from loopback_support import Quiet, serving
 
 from geotoolkit.errors import AuthenticationError, ConfigurationError
 from geotoolkit.policy import Backoff
@@ -92,18 +94,11 @@ class _CA:
         return cert_path, key_path
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(Quiet):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(GOOD)))
-        self.end_headers()
-        self.wfile.write(GOOD)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+        self.reply(200, [("Content-Type", "application/json")], GOOD)
 
 
 class _TLSServer(ThreadingHTTPServer):
@@ -128,20 +123,8 @@ def ca(tmp_path: Path) -> _CA:
 
 def _serving(make: Callable[..., ThreadingHTTPServer]) -> Iterator[Callable[..., Any]]:
     """``start(*args)``: a server ``make(*args)`` serving in a thread, shut down after the test."""
-    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
-
-    def start(*args: Any) -> Any:
-        server = make(*args)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        servers.append((server, thread))
-        return server
-
-    yield start
-    for server, thread in servers:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with contextlib.ExitStack() as servers:
+        yield lambda *args: servers.enter_context(serving(make(*args)))
 
 
 def _tls_server(cert: Path, key: Path) -> _TLSServer:
@@ -227,7 +210,7 @@ def test_a_certificate_refused_stops_the_run_at_once_with_the_reason(
 PROXY_USER, PROXY_PASSWORD = "alice", "pr0xy-pa55word-42"
 
 
-class _ProxyHandler(BaseHTTPRequestHandler):
+class _ProxyHandler(Quiet):
     """Forwards ``GET http://host/...`` and tunnels ``CONNECT host:port``, once the client
     gave the proxy's credentials (when it wants some)."""
 
@@ -242,12 +225,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         if self.headers.get("Proxy-Authorization") == f"Basic {token}":
             return True
         page = b"<html><body><h1>407 Proxy Authentication Required</h1></body></html>"
-        self.send_response(407)
-        self.send_header("Proxy-Authenticate", 'Basic realm="corp"')
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(page)))
-        self.end_headers()
-        self.wfile.write(page)
+        self.reply(407, [("Proxy-Authenticate", 'Basic realm="corp"'),
+                         ("Content-Type", "text/html")], page)
         return False
 
     def do_GET(self) -> None:
@@ -261,21 +240,15 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             return self._bad_gateway(b"<html><body><h1>502 Bad Gateway</h1>"
                                      b"<p>corp-proxy: the upstream host is unreachable</p></body></html>")
         answer = upstream.getresponse()
-        body = answer.read()
-        self.send_response(answer.status)
-        self.send_header("Content-Type", answer.getheader("Content-Type", ""))
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.reply(answer.status, [("Content-Type", answer.getheader("Content-Type", ""))],
+                   answer.read())
         upstream.close()
 
     def do_CONNECT(self) -> None:
         if not self._allowed():
             return
         if self.server.forbid_tunnels:
-            self.send_response(403, "Forbidden")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+            self.reply(403, [], b"")
             return
         host, port = self.path.rsplit(":", 1)
         try:
@@ -289,11 +262,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.close_connection = True
 
     def _bad_gateway(self, page: bytes) -> None:
-        self.send_response(502, "Bad Gateway")
-        self.send_header("Content-Type", "text/html")
-        self.send_header("Content-Length", str(len(page)))
-        self.end_headers()
-        self.wfile.write(page)
+        self.reply(502, [("Content-Type", "text/html")], page)
 
     @staticmethod
     def _pipe(client: socket.socket, upstream: socket.socket) -> None:
@@ -306,9 +275,6 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 if not data:
                     return
                 (upstream if sock is client else client).sendall(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
 
 class _Proxy(ThreadingHTTPServer):

@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 
 import pytest
+from loopback_support import Quiet, serving
 
 from geotoolkit import FakeClock, Match, MemoryGate, Query, RatePolicy
 from geotoolkit.engine import Engine
@@ -65,35 +65,20 @@ def test_google_over_query_limit_is_its_429() -> None:
     assert caught.value.status_code == 429 and caught.value.retry_after is None
 
 
-class Quiet(BaseHTTPRequestHandler):
-    """A request handler that logs nothing, with one call for a whole answer."""
-
-    def reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 class Loopback:
     """A threading HTTP server on 127.0.0.1 for ``handler``, serving inside ``with``."""
 
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._serving = serving(self.server)
 
     def __enter__(self) -> Self:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._serving.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._serving.__exit__(None, None, None)
 
 
 class Scripted(Loopback):
