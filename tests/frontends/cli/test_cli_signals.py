@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -41,27 +43,37 @@ def _sent(sim: ProviderSimulator) -> Counter[str]:
     return Counter(r.query for r in sim.requests)
 
 
+@contextmanager
+def _command(sim: ProviderSimulator, tmp_path: Path,
+             preexec_fn: Callable[[], None] | None = None) -> Iterator[subprocess.Popen[str]]:
+    """The command on ``tmp_path/in.csv`` (the ADDRESSES) in a child process at 40/s,
+    killed after the block if it still runs."""
+    pd.DataFrame({"address": ADDRESSES}).to_csv(tmp_path / "in.csv", index=False)
+    env = {**os.environ, "PYTHONPATH": str(Path(geotoolkit.__file__).parents[1])}
+    child = subprocess.Popen([sys.executable, "-m", "geotoolkit", *_argv(sim, tmp_path, "40")],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=preexec_fn)
+    try:
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+
+
 @pytest.mark.parametrize(("signum", "status", "message"), [
     (signal.SIGINT, 130, "interrupted"),
     (signal.SIGTERM, EX_TERMINATED, "terminated"),
 ])
 def test_a_signal_ends_the_run_cleanly_and_a_rerun_sends_only_the_rest(
         tmp_path: Path, signum: int, status: int, message: str) -> None:
-    pd.DataFrame({"address": ADDRESSES}).to_csv(tmp_path / "in.csv", index=False)
-    env = {**os.environ, "PYTHONPATH": str(Path(geotoolkit.__file__).parents[1])}
     with ProviderSimulator(latency_seconds=0.05) as sim:
-        child = subprocess.Popen([sys.executable, "-m", "geotoolkit", *_argv(sim, tmp_path, "40")],
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with _command(sim, tmp_path) as child:
             arrived = sim.wait_for_requests(10, timeout=120.0)
             assert child.poll() is None, f"the command ended early: {child.communicate()}"
             assert arrived, "the command sent too few requests in time"
             child.send_signal(signum)
             out, err = child.communicate(timeout=120.0)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.communicate()
         assert child.returncode == status, err
         assert err.splitlines()[-1] == message
         assert "Traceback" not in err and out == ""  # no "done -> out.gpkg"
@@ -92,23 +104,14 @@ def test_sigterm_ends_a_run_started_with_sigint_ignored_cleanly(tmp_path: Path) 
     raised KeyboardInterrupt wherever the event loop was: the command printed 'terminated',
     then 'Task exception was never retrieved' and a traceback. Now the batch is cancelled
     as Ctrl-C would cancel it, and SIGINT stays ignored, as its parent asked."""
-    pd.DataFrame({"address": ADDRESSES}).to_csv(tmp_path / "in.csv", index=False)
-    env = {**os.environ, "PYTHONPATH": str(Path(geotoolkit.__file__).parents[1])}
-    with ProviderSimulator(latency_seconds=0.05) as sim:
-        child = subprocess.Popen([sys.executable, "-m", "geotoolkit", *_argv(sim, tmp_path, "40")],
-                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 preexec_fn=_ignore_sigint)
-        try:
-            assert sim.wait_for_requests(5, timeout=120.0), "the command sent too few requests"
-            child.send_signal(signal.SIGINT)  # ignored, as the parent asked
-            assert sim.wait_for_requests(10, timeout=120.0), "SIGINT stopped the command"
-            assert child.poll() is None, f"the command ended early: {child.communicate()}"
-            child.send_signal(signal.SIGTERM)
-            out, err = child.communicate(timeout=120.0)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.communicate()
+    with (ProviderSimulator(latency_seconds=0.05) as sim,
+          _command(sim, tmp_path, preexec_fn=_ignore_sigint) as child):
+        assert sim.wait_for_requests(5, timeout=120.0), "the command sent too few requests"
+        child.send_signal(signal.SIGINT)  # ignored, as the parent asked
+        assert sim.wait_for_requests(10, timeout=120.0), "SIGINT stopped the command"
+        assert child.poll() is None, f"the command ended early: {child.communicate()}"
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=120.0)
     assert child.returncode == EX_TERMINATED, err
     assert err.splitlines()[-1] == "terminated"
     assert "Traceback" not in err and "never retrieved" not in err and out == ""
