@@ -1,6 +1,6 @@
-"""A PostgreSQL schema created once per version and marked on its table. Stdlib only: the
-connection (psycopg's) is passed in, so the gate and the result store share this without
-depending on each other.
+"""A PostgreSQL schema created once per version and marked on its table, and when a failed
+call dials again (``redial``). Stdlib only: the connection (psycopg's) is passed in, so the
+gate and the result store share this without depending on each other.
 
 Every connection used to run its ``CREATE ... IF NOT EXISTS`` statements, which a user
 who may not create anything is refused even when all is in place. The statements' digest
@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ensure_schema", "schema_mark"]
+__all__ = ["ensure_schema", "redial", "schema_mark"]
 
 #: SQLSTATE insufficient_privilege: only a table's owner may comment on it.
 _NOT_OWNER = "42501"
@@ -63,3 +63,22 @@ def ensure_schema(conn: Any, *, table: str, mark: str, statements: Sequence[str]
         except Exception as exc:
             if getattr(exc, "sqlstate", None) != _NOT_OWNER:
                 raise
+
+
+def redial(*, attempt: int, dialled: bool, dropped: bool, timed_out: bool, elapsed: float,
+           timeout: float) -> bool:
+    """Whether a call that failed dials a new session and runs once more: a session the
+    server ended while it was idle (an admin, a restart, a failover) fails the first call
+    on it. So: on the first attempt, on a session dialled before the call that the failure
+    dropped, not a timeout (a statement or lock deadline: the server is there), within
+    the call's deadline. A fresh session's error is the answer. The callers' calls are
+    reads, idempotent writes or one transaction lost with the session.
+
+    >>> redial(attempt=1, dialled=True, dropped=True, timed_out=False, elapsed=0.1, timeout=5)
+    True
+    >>> redial(attempt=1, dialled=False, dropped=True, timed_out=False, elapsed=0.1, timeout=5)
+    False
+    >>> redial(attempt=2, dialled=True, dropped=True, timed_out=False, elapsed=0.1, timeout=5)
+    False
+    """
+    return attempt == 1 and dialled and dropped and not timed_out and elapsed < timeout

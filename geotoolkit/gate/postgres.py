@@ -59,7 +59,7 @@ from geotoolkit.gate.primitives import (
     describe,
 )
 from geotoolkit.gate.strategy import FleetGate
-from geotoolkit.pgschema import ensure_schema
+from geotoolkit.pgschema import ensure_schema, redial
 from geotoolkit.redact import redact
 from geotoolkit.urls import bad_dsn, check_userinfo
 from geotoolkit.watchdog import Watchdog
@@ -310,12 +310,9 @@ class PostgresStore(Primitives):
                 except (psycopg.Error, OSError) as exc:
                     if isinstance(exc, OSError) or not self._healthy(exc):
                         self._drop_connection()
-                    # A session the server ended while it was idle (an admin, a restart, a
-                    # failover): dial again, once, within the deadline. The batch was one
-                    # transaction, lost with the session. A fresh session's error is the answer.
-                    if not (attempt == 1 and dialled and self._conn is None
-                            and not isinstance(exc, _TIMED_OUT)
-                            and time.monotonic() - started < self._timeout):
+                    if not redial(attempt=attempt, dialled=dialled, dropped=self._conn is None,
+                                  timed_out=isinstance(exc, _TIMED_OUT),
+                                  elapsed=time.monotonic() - started, timeout=self._timeout):
                         self._fail(action, exc)
             raise AssertionError("unreachable")  # pragma: no cover
 

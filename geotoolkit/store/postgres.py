@@ -28,7 +28,7 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 
 from geotoolkit.clock import Clock
-from geotoolkit.pgschema import ensure_schema, schema_mark
+from geotoolkit.pgschema import ensure_schema, redial, schema_mark
 from geotoolkit.redact import redact
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
@@ -193,11 +193,9 @@ class PostgresStore:
                     timed_out = isinstance(exc, _TIMED_OUT)
                     if not timed_out or self._conn is None or self._conn.broken:
                         self._drop()
-                    # A session the server ended while it was idle (an admin, a restart, a
-                    # failover): dial again, once, within the deadline (every call is a read
-                    # or an idempotent upsert or delete). A fresh session's error is the answer.
-                    if not (attempt == 1 and dialled and not timed_out and self._conn is None
-                            and time.monotonic() - started < self._timeout):
+                    if not redial(attempt=attempt, dialled=dialled, dropped=self._conn is None,
+                                  timed_out=timed_out, elapsed=time.monotonic() - started,
+                                  timeout=self._timeout):
                         self._fail(exc)
             raise AssertionError("unreachable")  # pragma: no cover
 
