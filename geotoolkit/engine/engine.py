@@ -478,9 +478,12 @@ class Engine:
         wait = backoff.wait(throttles, exc.retry_after, self.rng)
         if resumes is not None and limited:
             wait = max(wait, backoff.beyond(resumes + 1, exc.retry_after, self.rng))
-            await self.pacer.throttled(exc, wait, resumed=True)
+            # A 503 on the first send after a pause is an outage going on: it backs off
+            # as a refused resume does, and cuts nothing.
+            await self.pacer.throttled(exc, wait, rate_limited=exc.status_code == 429,
+                                       resumed=True)
         else:
-            await self.pacer.throttled(exc, wait, factor=factor, rate_limited=limited)
+            await self.pacer.throttled(exc, wait, rate_limited=limited, factor=factor)
         self.circuit.refused(exc)  # nothing but refusals for too long: the batch ends
         self.pacer.check_budget(wait)
         await self.pacer.sleep_until(self.clock.now() + wait)

@@ -573,13 +573,13 @@ class Pacer:
         finally:
             self._pauses_published += 1
 
-    async def throttled(self, exc: RateLimitError, wait: float,
-                        factor: float | None = None, resumed: bool = False,
-                        rate_limited: bool | None = None) -> None:
+    async def throttled(self, exc: RateLimitError, wait: float, *, rate_limited: bool,
+                        factor: float | None = None, resumed: bool = False) -> None:
         """A 429/503: publish the pause (before sleeping), then tell the listeners.
-        ``factor``: the fleet's factor the refused send was spaced at; ``resumed``: the
-        refused send was the fleet's first after a pause (see ``Gate.pause``);
-        ``rate_limited``: the answer says the pace is too fast (``None``: a 429 does)."""
+        ``rate_limited``: the answer says the pace is too fast (the engine decides: a 429,
+        or a limiter's 503); ``factor``: the fleet's factor the refused send was spaced at;
+        ``resumed``: the refused send was the fleet's first after a pause (see
+        ``Gate.pause``)."""
         host = self.host
         if resumed:
             cause = (f"backoff after HTTP {exc.status_code} from {host} on the first send after a "
@@ -588,8 +588,6 @@ class Pacer:
             cause = f"Retry-After from {host}: {wait:.0f} s"
         else:
             cause = f"backoff after HTTP {exc.status_code} from {host}: {wait:.1f} s"
-        if rate_limited is None:
-            rate_limited = exc.status_code == 429
         await self.pause(wait, cause=cause, rate_limited=rate_limited, factor=factor,
                          resumed=resumed)
         self.emit(Throttled(
