@@ -17,6 +17,8 @@ from geotoolkit import (
 )
 from geotoolkit.providers import Nominatim
 
+from .nominatim_cases import CASES, Case, check_outcome, recorded
+
 FIXTURES = Path(__file__).parent / "fixtures"
 Q = Query(text="Städtle 38, 9490 Vaduz")
 
@@ -131,3 +133,10 @@ def test_other_4xx_are_failures_not_retried(nominatim: Nominatim, status: int) -
     outcome = nominatim.parse_response(Q, httpx.Response(status, json=body))
     assert isinstance(outcome, Failure) and outcome.error == "QueryError"
     assert "Nothing to search for." in outcome.reason
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+def test_answers_recorded_from_a_real_nominatim(nominatim: Nominatim, case: Case) -> None:
+    """What a real Nominatim 5.3.3 answered (fixtures/nominatim_lab/recorded/), as parsed."""
+    check_outcome(nominatim, case, recorded(case.name))
+

@@ -19,12 +19,16 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import geopandas as gpd
+import httpx
 import pandas as pd
 import pytest
 from pyproj import Geod
 
 from geotoolkit import Failure, Match, NoMatch, geocode  # (and the .geocode accessor)
 from geotoolkit.providers import Nominatim
+from geotoolkit.results import ReverseQuery
+
+from .nominatim_cases import CASES, Case, check_outcome, envelope_of, recorded
 
 URL = os.environ.get("GEOTOOLKIT_TEST_NOMINATIM_URL", "")
 AGENT = "geotoolkit-tests/1.0 (tests@example.org)"
@@ -116,3 +120,61 @@ def test_a_point_outside_the_expected_country_is_flagged(nominatim: Nominatim) -
     assert out.geocode_status.tolist() == ["failed", "matched"]
     assert "outside LI" in out.geocode_reason.iloc[0]
     assert out.geometry.iloc[0] is None or out.geometry.iloc[0].is_empty
+
+
+# What the recorded answers' parse depends on: if the server says otherwise, re-record them
+# (benchmarks/nominatim/record.py) and look at what changed.
+_REVERSE = ReverseQuery(9.522097, 47.138592)
+_FIELDS = ("osm_type", "osm_id", "lat", "lon", "category", "type", "addresstype", "place_rank",
+           "display_name", "error")
+
+
+def _fields(envelope: dict[str, object]) -> object:
+    body = envelope.get("json", envelope.get("text"))
+    items = body if isinstance(body, list) else [body]
+    return envelope["status"], [{k: v for k, v in item.items() if k in _FIELDS}
+                                if isinstance(item, dict) else item for item in items]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.server == "lab"], ids=lambda c: c.name)
+def test_the_real_server_answers_as_recorded(nominatim: Nominatim, case: Case) -> None:
+    """Each case asked again: the answer is the one recorded for the fast tests
+    (test_nominatim.py), and geotoolkit makes of it what the case expects."""
+    with httpx.Client(timeout=30.0) as client:
+        live = envelope_of(client.send(nominatim.build_request(case.query)))
+    assert _fields(live) == _fields(recorded(case.name))
+    check_outcome(nominatim, case, live)
+
+
+def test_a_real_400_is_the_rows_failure_with_nominatims_message(nominatim: Nominatim) -> None:
+    """Nominatim refuses a bad parameter with 400 and a JSON error; the row fails with its
+    message, nothing retried."""
+    request = nominatim.build_request(CASES[0].query)
+    bad = httpx.Request("GET", request.url.copy_merge_params({"layer": "nowhere"}),
+                        headers=request.headers)
+    with httpx.Client(timeout=30.0) as client:
+        response = client.send(bad)
+    assert response.status_code == 400
+    outcome = nominatim.parse_response(CASES[0].query, response)
+    assert isinstance(outcome, Failure) and outcome.error == "QueryError"
+    assert outcome.reason.startswith("nominatim rejected the query (HTTP 400): Parameter 'layer'")
+
+
+def test_reverse_zoom_levels_are_rated_as_the_level_they_answer(nominatim: Nominatim) -> None:
+    """The real server's answer at each zoom for one point in Vaduz, as geotoolkit rates it:
+    a building's POI, the street, the village, the town, the county, the country."""
+    point = {"lat": "47.138592", "lon": "9.522097"}
+    expected = {18: "address", 17: "street", 14: "locality", 12: "locality", 8: "region",
+                5: "country"}
+    got = {}
+    with httpx.Client(timeout=30.0) as client:
+        for zoom in expected:
+            request = nominatim.build_request(CASES[0].query)
+            url = request.url.copy_with(path="/reverse", params={
+                "format": "jsonv2", "addressdetails": "1", "zoom": str(zoom), **point})
+            response = client.send(httpx.Request("GET", url, headers=request.headers))
+            outcome = nominatim.parse_response(_REVERSE, response)
+            assert isinstance(outcome, Match), outcome
+            got[zoom] = outcome.precision
+    assert got == expected
+
