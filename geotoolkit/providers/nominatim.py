@@ -7,8 +7,10 @@ from typing import Any
 
 import httpx
 
+from geotoolkit.errors import ProviderUnavailableError
 from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider
+from geotoolkit.providers.base import said
 from geotoolkit.providers.precision import precision_of
 from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Query, ReverseQuery
 
@@ -19,6 +21,9 @@ PUBLIC_NOMINATIM = "https://nominatim.openstreetmap.org"
 # Nominatim's structured parameter for each of our Query fields.
 _STRUCTURED = {"street": "street", "city": "city", "county": "county", "state": "state",
                "postalcode": "postalcode", "country": "country"}
+# What Nominatim answers (503, text/plain) when it gives up on a query: its own timeout
+# (NOMINATIM_QUERY_TIMEOUT, NOMINATIM_REQUEST_TIMEOUT), not a limiter's refusal.
+_TIMED_OUT = "query took too long to process"
 # addressdetails keys, most specific first, for each Place field.
 _STREET = ("road", "pedestrian", "square", "footway", "path", "cycleway")
 _LOCALITY = ("city", "town", "village", "hamlet", "municipality", "suburb", "neighbourhood")
@@ -39,6 +44,11 @@ class Nominatim(HTTPProvider):
     (``importance`` is fame, not confidence) and its ``Place``: ``place_id``,
     ``osm_type``/``osm_id``, the address details and ``boundingbox`` turned into
     ``(min_lon, min_lat, max_lon, max_lat)``.
+
+    A 503 saying "Query took too long to process." is the server giving up on that query
+    (its ``NOMINATIM_QUERY_TIMEOUT``): ``ProviderUnavailableError``, retried and counted
+    like an outage, so the row ends failed with that reason; a limiter's 503 (nginx's
+    ``limit_req``) stays a ``RateLimitError``.
 
     Parameters
     ----------
@@ -91,6 +101,18 @@ class Nominatim(HTTPProvider):
 
     def _options(self) -> dict[str, Any]:
         return {"country_codes": self.country_codes, "language": self.language}
+
+    def _check(self, response: httpx.Response) -> Outcome | None:
+        """A 503 saying "Query took too long to process." is Nominatim's own timeout on this
+        query: a failure retried as an outage's (counted, the row ends failed with it),
+        not a limiter's refusal (which never fails a row and slows the fleet)."""
+        if response.status_code == 503:
+            why = said(response, self.secrets)
+            if why.lower().startswith(_TIMED_OUT):
+                raise ProviderUnavailableError(
+                    f"{self.name} gave up on the query (HTTP 503): {why}",
+                    provider=self.name, status_code=503)
+        return None
 
     def _build(self, query: Query) -> httpx.Request:
         return self._get("/search", self._params(query))

@@ -82,6 +82,9 @@ CASES = (
     Case("reverse_sea", ReverseQuery(-30.0, 0.0), "NoMatch", reason="nothing found"),
     # Outside the imported data: Nominatim's country fallback, no OSM object.
     Case("reverse_outside_data", ReverseQuery(5.0, 47.0), "Match", "country"),
+    # A Nominatim that gives up on a query answers 503, text/plain: not throttling.
+    Case("timeout", _text("Vaduz"), "ProviderUnavailableError",
+         reason="Query took too long to process", server="timeout"),
 )
 
 BY_NAME = {case.name: case for case in CASES}
