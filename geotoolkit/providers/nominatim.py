@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from geotoolkit.errors import ProviderUnavailableError
+from geotoolkit.errors import ConfigurationError, ProviderUnavailableError
 from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider
 from geotoolkit.providers.base import said
@@ -61,7 +61,10 @@ class Nominatim(HTTPProvider):
         For Nominatim-compatible commercial hosts: sent as the ``key`` query
         parameter. Never shown in reprs, logs or gate keys.
     country_codes
-        Limit results to these ISO 3166-1 alpha-2 codes.
+        Limit results to these ISO 3166-1 alpha-2 codes (``["li", "ch"]``, or one string
+        ``"li,ch"``; alpha-3 codes are sent as alpha-2). Anything else is refused:
+        Nominatim answers an unknown code (``uk``: the United Kingdom is ``gb``) with
+        nothing, and ignores a name (``Liechtenstein``).
     email, language
         Nominatim's ``email`` (a contact for heavy users) and ``accept-language``.
     rate
@@ -88,13 +91,13 @@ class Nominatim(HTTPProvider):
         *,
         user_agent: str,
         api_key: str | None = None,
-        country_codes: Sequence[str] | None = None,
+        country_codes: Sequence[str] | str | None = None,
         email: str | None = None,
         language: str | None = None,
         rate: float | None = None,
     ) -> None:
         super().__init__(base_url, api_key=api_key, user_agent=user_agent, rate=rate)
-        self.country_codes = tuple(c.lower() for c in country_codes or ())
+        self.country_codes = _country_codes(country_codes)
         self.email = email
         self.language = language
         self.is_public = self.host == "nominatim.openstreetmap.org"
@@ -190,6 +193,22 @@ class Nominatim(HTTPProvider):
                 "osm_type/class/type": f"{item.get('osm_type')}/{kind}",
                 "addresstype": item.get("addresstype"), "category/type": kind,
                 "class/type": kind, "place_rank": item.get("place_rank")}
+
+
+def _country_codes(codes: Sequence[str] | str | None) -> tuple[str, ...]:
+    """``codes`` as the lower-case alpha-2 codes Nominatim reads; ``ConfigurationError`` for
+    one that is none (a string is a comma-separated list, not a sequence of letters)."""
+    items: Sequence[object] = codes.split(",") if isinstance(codes, str) else codes or ()
+    found = []
+    for code in items:
+        alpha2 = f.country_code(code)
+        if alpha2 is None:
+            raise ConfigurationError(
+                f"nominatim country_codes takes ISO 3166-1 alpha-2 codes such as 'li' or 'gb', "
+                f"got {code!r} (Nominatim would find nothing for an unknown code and ignore a "
+                "name)")
+        found.append(alpha2.lower())
+    return tuple(found)
 
 
 def _place(item: Mapping[str, Any]) -> Place:

@@ -140,3 +140,20 @@ def test_answers_recorded_from_a_real_nominatim(nominatim: Nominatim, case: Case
     """What a real Nominatim 5.3.3 answered (fixtures/nominatim_lab/recorded/), as parsed."""
     check_outcome(nominatim, case, recorded(case.name))
 
+
+@pytest.mark.parametrize("codes", [["uk"], ["Liechtenstein"], ["li", "xx"], [""], [7]])
+def test_country_codes_that_are_no_iso_code_are_refused(codes: list[object]) -> None:
+    """A real Nominatim answers countrycodes=uk with nothing (every row no match) and ignores
+    countrycodes=Liechtenstein (no filter): neither is what was asked."""
+    with pytest.raises(ConfigurationError, match="ISO 3166-1 alpha-2") as info:
+        Nominatim("http://127.0.0.1:1", user_agent="t/1", country_codes=codes)  # type: ignore[arg-type]
+    assert repr(codes[-1]) in str(info.value)
+
+
+@pytest.mark.parametrize(("codes", "sent"), [(["LI", "ch"], "li,ch"), ("li", "li"), ("li, ch", "li,ch"),
+                                             (["LIE"], "li"), (None, None), ([], None)])
+def test_country_codes_are_sent_as_alpha_2(codes: object, sent: str | None) -> None:
+    """A string is one list of codes (not its letters: "li" was sent as "l,i", which
+    Nominatim ignores); alpha-3 codes are sent as the alpha-2 Nominatim reads."""
+    p = Nominatim("http://127.0.0.1:1", user_agent="t/1", country_codes=codes)  # type: ignore[arg-type]
+    assert p.build_request(Q).url.params.get("countrycodes") == sent

@@ -178,3 +178,19 @@ def test_reverse_zoom_levels_are_rated_as_the_level_they_answer(nominatim: Nomin
             got[zoom] = outcome.precision
     assert got == expected
 
+
+def test_country_codes_filter_on_the_real_server(nominatim: Nominatim) -> None:
+    """Why bad codes are refused before sending: the real server answers an unknown code
+    (uk) with nothing and ignores a name; an alpha-2 code filters."""
+    request = nominatim.build_request(CASES[0].query)
+    answers = {}
+    with httpx.Client(timeout=30.0) as client:
+        for codes in ("uk", "liechtenstein", "li", "us"):
+            url = request.url.copy_with(params={"q": "Prattville", "format": "jsonv2",
+                                                "countrycodes": codes})
+            answers[codes] = len(client.send(httpx.Request("GET", url, headers=request.headers)).json())
+    assert answers["uk"] == 0 and answers["liechtenstein"] > 0
+    assert answers["li"] == 0 and answers["us"] > 0
+    only_li = Nominatim(URL, user_agent=AGENT, country_codes=["LIE"])
+    out = geocode(["Prattville", "Vaduz"], provider=only_li, gate="memory://", rate=50.0)
+    assert [type(o) for o in out] == [NoMatch, Match]
