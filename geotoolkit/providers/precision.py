@@ -130,13 +130,14 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
     "nominatim": (
         _NOMINATIM_INTERPOLATION,
         Vocabulary("addresstype", {
-            **_words("address", "house_number", "house_name", "building"),
+            **_words("address", "house_number", "house_name", "building", "highway"),
             "road": "street", "postcode": "postcode",
             **_words("locality", *_LOCALITIES),
             **_words("region", "county", "state_district", "state", "region", "province"),
             "country": "country"},
-            "jsonv2's designation of the result (newer Nominatim); 'place' and POI keys "
-            "(amenity, shop...) are left to the next fields"),
+            "jsonv2's designation of the result (newer Nominatim); a street is 'road', so "
+            "'highway' is a feature of address rank 30 on one (a bus stop, a platform), at its "
+            "own point; 'place' and POI keys (amenity, shop...) are left to the next fields"),
         Vocabulary("category/type", _NOMINATIM_CLASS, "the main OSM tag (key/value)"),
         Vocabulary("place_rank", _NOMINATIM_RANK,
                    "search rank: 30 houses and POIs, 26-27 streets, 13-25 towns to "

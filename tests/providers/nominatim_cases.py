@@ -56,6 +56,9 @@ CASES = (
     Case("house_eszett", _text("Landstraße 51, 9490 Vaduz"), "Match", "address", "way"),
     # A POI (the post office) tagged with the address asked: at the address.
     Case("poi_at_address", _text("Städtle 38, 9490 Vaduz"), "Match", "address", "way"),
+    # A bus stop: a rank-30 highway feature (addresstype "highway"), its own point; a
+    # street says addresstype "road".
+    Case("bus_stop", _text("Abzw. Badäl-Schlatt"), "Match", "address", "node"),
     Case("house_structured", Query(housenumber="27", street="In der Fina", city="Schaan",
                                    postalcode="9494", country="LI"), "Match", "address", "way"),
     # A house number placed along an OSM addr:interpolation way.
