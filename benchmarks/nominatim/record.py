@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             if url is None:
                 print(f"{case.name}: skipped (no --timeout-url)")
                 continue
-            request = Nominatim(url, user_agent=AGENT).build_request(case.query)
+            request = Nominatim(url + case.base_path, user_agent=AGENT).build_request(case.query)
             envelope = envelope_of(client.send(request))
             path = RECORDED / f"{case.name}.json"
             path.write_text(json.dumps(envelope, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")

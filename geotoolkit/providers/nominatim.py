@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -108,7 +109,15 @@ class Nominatim(HTTPProvider):
     def _check(self, response: httpx.Response) -> Outcome | None:
         """A 503 saying "Query took too long to process." is Nominatim's own timeout on this
         query: a failure retried as an outage's (counted, the row ends failed with it),
-        not a limiter's refusal (which never fails a row and slows the fleet)."""
+        not a limiter's refusal (which never fails a row and slows the fleet). A 404 is
+        a base URL with no API under it: the row fails saying which URL to give."""
+        if response.status_code == 404:  # Nominatim answers a search or a point 200 or 400
+            why = said(response, self.secrets) or "Not Found"
+            return Failure(reason=self._reason(
+                f"{self.name} answered HTTP 404 ({why}): no Nominatim API at {self._shown_url()}; "
+                "the base URL must be the address /search and /reverse are under (for "
+                "http://host:8080/search, give http://host:8080)"),
+                error="QueryError", provider=self.name)
         if response.status_code == 503:
             why = said(response, self.secrets)
             if why.lower().startswith(_TIMED_OUT):
@@ -116,6 +125,11 @@ class Nominatim(HTTPProvider):
                     f"{self.name} gave up on the query (HTTP 503): {why}",
                     provider=self.name, status_code=503)
         return None
+
+    def _shown_url(self) -> str:
+        """The base URL without credentials, fit for a reason."""
+        parts = urlsplit(self.base_url)
+        return f"{parts.scheme}://{self.host}{parts.path}"
 
     def _build(self, query: Query) -> httpx.Request:
         return self._get("/search", self._params(query))

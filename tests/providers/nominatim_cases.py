@@ -33,7 +33,8 @@ class Case:
     ``expect``: the outcome's class, or the ``ProviderError`` raised; ``precision`` and
     ``osm_type`` of a match; ``reason``: text the reason (or the error) must hold;
     ``server``: ``"timeout"`` for an answer recorded from a Nominatim whose every
-    database query times out (``NOMINATIM_QUERY_TIMEOUT=0``), not asked again live.
+    database query times out (``NOMINATIM_QUERY_TIMEOUT=0``), not asked again live;
+    ``base_path``: added to the server's URL to make the base URL (a wrong one).
     """
 
     name: str
@@ -43,6 +44,7 @@ class Case:
     osm_type: str | None = None
     reason: str | None = None
     server: str = "lab"
+    base_path: str = ""
 
 
 def _text(text: str) -> Query:
@@ -85,6 +87,9 @@ CASES = (
     Case("reverse_sea", ReverseQuery(-30.0, 0.0), "NoMatch", reason="nothing found"),
     # Outside the imported data: Nominatim's country fallback, no OSM object.
     Case("reverse_outside_data", ReverseQuery(5.0, 47.0), "Match", "country"),
+    # A base URL that is not the API's root: 404 to every query, whatever the address.
+    Case("wrong_base_url", _text("Vaduz"), "Failure", base_path="/nominatim",
+         reason="no Nominatim API at http://127.0.0.1:"),
     # A Nominatim that gives up on a query answers 503, text/plain: not throttling.
     Case("timeout", _text("Vaduz"), "ProviderUnavailableError",
          reason="Query took too long to process", server="timeout"),
@@ -118,6 +123,8 @@ def response_of(envelope: dict[str, Any], request: httpx.Request) -> httpx.Respo
 
 def check_outcome(provider: Nominatim, case: Case, envelope: dict[str, Any]) -> None:
     """``provider`` makes of the answer ``envelope`` what ``case`` expects."""
+    if case.base_path:
+        provider = Nominatim(provider.base_url + case.base_path, user_agent=provider.user_agent)
     request = provider.build_request(case.query)
     response = response_of(envelope, request)
     if case.expect not in ("Match", "NoMatch", "Failure"):

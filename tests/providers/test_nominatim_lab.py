@@ -140,8 +140,9 @@ def _fields(envelope: dict[str, object]) -> object:
 def test_the_real_server_answers_as_recorded(nominatim: Nominatim, case: Case) -> None:
     """Each case asked again: the answer is the one recorded for the fast tests
     (test_nominatim.py), and geotoolkit makes of it what the case expects."""
+    provider = Nominatim(URL + case.base_path, user_agent=AGENT)
     with httpx.Client(timeout=30.0) as client:
-        live = envelope_of(client.send(nominatim.build_request(case.query)))
+        live = envelope_of(client.send(provider.build_request(case.query)))
     assert _fields(live) == _fields(recorded(case.name))
     check_outcome(nominatim, case, live)
 
