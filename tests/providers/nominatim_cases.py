@@ -83,6 +83,12 @@ CASES = (
     # Reverse, at building level (zoom 18, geotoolkit's).
     Case("reverse_address", ReverseQuery(9.522097, 47.138592), "Match", "address", "node"),
     Case("reverse_street", ReverseQuery(9.5298, 47.1), "Match", "street", "way"),
+    Case("reverse_interpolated", ReverseQuery(9.570191, 47.1185474), "Match", "interpolated",
+         "way"),
+    Case("reverse_bus_stop", ReverseQuery(9.519635, 47.2311516), "Match", "address", "node"),
+    # On the Liechtenstein-Switzerland border, the Swiss side outside the data: the
+    # country fallback.
+    Case("reverse_border", ReverseQuery(9.4716736, 47.15), "Match", "country"),
     # At sea: 200 with {"error": "Unable to geocode"}.
     Case("reverse_sea", ReverseQuery(-30.0, 0.0), "NoMatch", reason="nothing found"),
     # Outside the imported data: Nominatim's country fallback, no OSM object.
