@@ -55,7 +55,7 @@ def geocode(addresses: Iterable[Any], *, progress: Any = None, **options: Any) -
     items: list[Query | str] = [query_from_value(a) for a in addresses]
     for provider in settings.providers:
         check_usage_policy(provider, rows=len(items), gate_backend=gate_backend(settings.gate),
-                           cached=settings.cache is not False)
+                           cached=settings.cache is not False, rate=settings.rate_policy)
     sink = progress_sink(progress)
     return run_sync(lambda: settle(items, settings, sink))
 

@@ -323,7 +323,7 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     settings = GeocodeOptions.from_env(**options)
     _shippable(settings)
     check_usage_policy(settings.resolved_provider, gate_backend=gate_backend(settings.gate),
-                       cached=settings.cache is not False)
+                       cached=settings.cache is not False, rate=settings.rate_policy)
     _refuse_own_geometry(ddf, settings)
     return _lazy(ddf, _Forward(columns, settings))  # the meta checks the columns
 

@@ -420,7 +420,7 @@ class FrameJob:
         check_frame(frame, columns, overwrite=options.overwrite_columns)
         for provider in options.providers:
             check_usage_policy(provider, rows=len(frame), gate_backend=gate_backend(options.gate),
-                               cached=options.cache is not False)
+                               cached=options.cache is not False, rate=options.rate_policy)
         self.columns, self.options = columns, options
         self._plan = plan(frame, columns)
         # Under copy-on-write a shallow copy is a snapshot: later edits to frame do not leak in.

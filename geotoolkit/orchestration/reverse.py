@@ -131,7 +131,7 @@ class ReverseJob:
                                   full_results=options.full_results)
         for provider in options.providers:
             check_usage_policy(provider, rows=len(frame), gate_backend=gate_backend(options.gate),
-                               cached=options.cache is not False)
+                               cached=options.cache is not False, rate=options.rate_policy)
         if reasons is not None and len(reasons) != len(frame):
             raise ValueError(f"{len(reasons)} reasons for {len(frame)} rows")
         self.options, self.decimals = options, int(decimals)  # a numpy integer too

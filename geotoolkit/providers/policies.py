@@ -13,6 +13,7 @@ limits but the ones you set.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import warnings
@@ -22,6 +23,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from geotoolkit.errors import ConfigurationError
+from geotoolkit.policy import RatePolicy
 
 __all__ = [
     "LARGE_BATCH_ROWS",
@@ -65,6 +67,10 @@ class ProviderPolicy:
     rate_per_second
         Requests per second for the whole application on one key; ``None``
         when nothing is published and no conservative default is chosen.
+    rate_is_absolute
+        The service allows no more than ``rate_per_second`` to anyone (public Nominatim's
+        "absolute maximum"), so a faster rate is refused; elsewhere a paid plan may allow
+        more, and ``rate=`` is taken as given.
     daily_cap, monthly_cap
         Requests per day / month on the free plan, after which the service
         refuses (``None``: no such cap, or pay-as-you-go).
@@ -89,6 +95,7 @@ class ProviderPolicy:
 
     name: str
     rate_per_second: float | None
+    rate_is_absolute: bool = False
     daily_cap: int | None = None
     monthly_cap: int | None = None
     cap_tz: str = "UTC"
@@ -103,8 +110,8 @@ class ProviderPolicy:
 
 _POLICIES = (
     ProviderPolicy(
-        "nominatim", 1.0, user_agent_required=True, caching_required=True,
-        single_machine_bulk_only=True,
+        "nominatim", 1.0, rate_is_absolute=True, user_agent_required=True,
+        caching_required=True, single_machine_bulk_only=True,
         terms_url="https://operations.osmfoundation.org/policies/nominatim/",
         notes="An absolute maximum of 1 request/s for the whole application; a User-Agent "
               "identifying it; results must be cached; bulk geocoding only from a single "
@@ -200,15 +207,16 @@ def policy_for(provider: _Addressed) -> ProviderPolicy | None:
 
 def check_usage_policy(
     provider: _Addressed, *, rows: int | None = None, gate_backend: str | None = None,
-    cached: bool = True,
+    cached: bool = True, rate: RatePolicy | None = None,
 ) -> None:
     """Refuse or warn about a batch that would break the provider's published policy.
 
     Refuses (``ConfigurationError``) a fleet (a Redis or PostgreSQL gate: many
     machines) against a service that tolerates bulk jobs only from a single
-    machine. Warns (``UsagePolicyWarning``) when such a service gets more than
-    ``LARGE_BATCH_ROWS`` rows, when its terms require caching and the batch does
-    not cache, and when ``rows`` exceeds the free plan's daily cap.
+    machine, and a rate over one the service allows to nobody
+    (``ProviderPolicy.rate_is_absolute``). Warns (``UsagePolicyWarning``) when such a
+    service gets more than ``LARGE_BATCH_ROWS`` rows, when its terms require caching and
+    the batch does not cache, and when ``rows`` exceeds the free plan's daily cap.
 
     Parameters
     ----------
@@ -220,10 +228,15 @@ def check_usage_policy(
         The gate's backend name (``memory``, ``sqlite``, ``redis``, ``postgres``).
     cached
         Whether settled results are stored and reused.
+    rate
+        The run's rate, if one was given (``RatePolicy(rate=None)``: discover it); else
+        the provider's own (``default_rate``) is the one the batch runs at.
     """
     policy = policy_for(provider)
     if policy is None:
         return
+    if policy.rate_is_absolute and policy.rate_per_second is not None:
+        _absolute_rate(policy, provider, rate)
     if policy.single_machine_bulk_only:
         _single_machine(policy, provider.host, rows, gate_backend)
     if policy.caching_required and not cached:
@@ -233,6 +246,20 @@ def check_usage_policy(
     if rows is not None and policy.daily_cap is not None and rows > policy.daily_cap:
         _warn(f"{rows} rows exceed {policy.name}'s free daily cap of {policy.daily_cap}: "
               "the batch will stop with QuotaExceededError unless your plan allows more")
+
+
+def _absolute_rate(policy: ProviderPolicy, provider: _Addressed, rate: RatePolicy | None) -> None:
+    allowed = policy.rate_per_second
+    given = rate.rate if rate is not None else getattr(provider, "default_rate", None)
+    if allowed is None or (rate is None and given is None) or (given is not None
+                                                              and given <= allowed):
+        return
+    shown = ("none, so the fleet would discover one, climbing past it" if given is None
+             else "unlimited" if math.isinf(given) else f"{given:g} requests/s")
+    raise ConfigurationError(
+        f"{provider.host} allows {allowed:g} request/s at most for the whole application, "
+        f"and the rate given is {shown}: leave out rate (--rate) to run at its rate, or run "
+        f"your own instance (terms: {policy.terms_url})")
 
 
 def _single_machine(policy: ProviderPolicy, host: str, rows: int | None,

@@ -152,6 +152,12 @@ def test_a_fleet_against_public_nominatim_is_refused_before_connecting() -> None
         geocode([Query(text="Vaduz")], provider=PUBLIC, gate="redis://127.0.0.1:1/0")
 
 
+def test_a_rate_over_public_nominatims_maximum_is_refused_before_anything_is_sent() -> None:
+    with pytest.raises(ConfigurationError, match="allows 1 request/s at most"):
+        FrameJob(frame(), Columns("address"), options(provider=PUBLIC, rate=5))
+    FrameJob(frame(), Columns("address"), options(provider=PUBLIC, rate=1, cache="memory://"))
+
+
 def test_large_or_uncached_batches_warn() -> None:
     big = frame(address=["x"] * 5000)
     with pytest.warns(UsagePolicyWarning) as caught:

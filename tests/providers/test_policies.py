@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -10,6 +11,7 @@ from geotoolkit import ConfigurationError
 from geotoolkit.clock import FakeClock
 from geotoolkit.gate import Cap, MemoryGate, gate_key
 from geotoolkit.periods import check_zone
+from geotoolkit.policy import RatePolicy
 from geotoolkit.providers import (
     LARGE_BATCH_ROWS,
     POLICIES,
@@ -94,6 +96,33 @@ def test_a_fleet_against_public_nominatim_is_refused(backend: str) -> None:
 def test_a_fleet_is_fine_elsewhere(backend: str) -> None:
     check_usage_policy(OWN, rows=10**6, gate_backend=backend, cached=False)
     check_usage_policy(make("opencage"), rows=100, gate_backend=backend, cached=False)
+
+
+@pytest.mark.parametrize(("rate", "shown"), [
+    (RatePolicy(rate=5.0), "is 5 requests/s"), (RatePolicy(rate=math.inf), "is unlimited"),
+    (RatePolicy(rate=None), "is none, so the fleet would discover one"),
+])
+def test_a_rate_over_public_nominatims_absolute_maximum_is_refused(rate: RatePolicy,
+                                                                   shown: str) -> None:
+    # Its policy: "an absolute maximum of 1 request per second"; a rate given was taken as is.
+    with pytest.raises(ConfigurationError, match=r"allows 1 request/s at most") as caught:
+        check_usage_policy(PUBLIC, rows=1, gate_backend="sqlite", rate=rate)
+    assert shown in str(caught.value) and "leave out rate (--rate)" in str(caught.value)
+
+
+def test_the_providers_own_rate_over_public_nominatims_maximum_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="the rate given is 5 requests/s"):
+        check_usage_policy(Nominatim(user_agent=AGENT, rate=5), rows=1)
+
+
+def test_a_rate_within_the_maximum_or_on_another_host_is_taken() -> None:
+    for rate in (RatePolicy(rate=1.0), RatePolicy(rate=0.5), None):
+        check_usage_policy(PUBLIC, rows=1, rate=rate)
+    check_usage_policy(Nominatim(user_agent=AGENT, rate=0.5), rows=1)
+    for rate in (RatePolicy(rate=50.0), RatePolicy(rate=None)):  # your own instance: your rate
+        check_usage_policy(OWN, rows=1, rate=rate)
+    check_usage_policy(make("opencage"), rows=1, rate=RatePolicy(rate=15.0))  # a paid plan's
+    assert [name for name, p in POLICIES.items() if p.rate_is_absolute] == ["nominatim"]
 
 
 def test_large_batch_against_public_nominatim_warns() -> None:

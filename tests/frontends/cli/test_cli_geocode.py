@@ -386,3 +386,21 @@ def test_a_bad_cap_tz_exits_2_before_sending(sim: ProviderSimulator, csv_path: P
     assert main(_argv(sim, csv_path, tmp_path / "x.gpkg", "--cache", "none", *extra)) == 2
     assert message in capsys.readouterr().err
     assert sim.requests == []
+
+
+@pytest.mark.parametrize("rate", ["5", "unlimited"])
+def test_a_rate_over_public_nominatims_maximum_exits_2(csv_path: Path, tmp_path: Path, rate: str,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # Were the refusal to go, nothing would leave loopback: every proxy is a closed port.
+    for name in ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    out = tmp_path / "x.gpkg"
+    argv = ["geocode", str(csv_path), "-o", str(out), "--user-agent",
+            "geotoolkit-tests/1.0 (tests@example.org)", "--gate", "memory://", "--rate", rate,
+            "--circuit-timeout-seconds", "1"]  # a regression fails at once, not in 10 minutes
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "nominatim.openstreetmap.org allows 1 request/s at most" in err and "--rate" in err
+    assert not out.exists()
