@@ -3,8 +3,12 @@
 httpx's timeouts are per operation (a read timeout is per read), so a server that
 trickles one byte at a time never trips them. :func:`send` puts one deadline on the
 whole exchange (connect, send, every byte of the body) and reads the body in chunks
-up to ``max_bytes`` (after decompression: a gzip bomb is caught too). Foreign
-exceptions are mapped here, once:
+up to ``max_bytes``, counted after decompression. It undoes ``gzip`` and ``deflate``
+itself (``x-gzip`` too, which httpx does not know), in pieces of at most 64 KiB: httpx
+inflates each chunk read whole (one 64 KiB chunk of a gzip bomb is 64 MB, and a body
+gzipped twice, a few hundred bytes, is as large as it likes), so memory stays bounded by
+the cap. A coding it does not know (``br``, never asked for) is left as it came, as httpx
+without brotli leaves it. Foreign exceptions are mapped here, once:
 
 - timeouts, refused or reset connections, a body cut short:
   :class:`~geotoolkit.errors.ProviderUnavailableError` (retried);
@@ -31,7 +35,8 @@ import importlib
 import logging
 import os
 import ssl
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
 
 import httpx
 
@@ -183,10 +188,6 @@ async def send(
         raise ProviderUnavailableError(
             f"{provider} did not answer in time ({type(exc).__name__})", provider=provider
         ) from exc
-    except httpx.DecodingError as exc:
-        raise ProviderResponseError(
-            f"{provider} sent a body that cannot be decoded ({type(exc).__name__})",
-            provider=provider) from exc
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         raise QueryError(f"{provider}: the request cannot be sent ({type(exc).__name__})",
                          provider=provider) from exc
@@ -232,12 +233,69 @@ def _certificate_refused(exc: BaseException) -> str | None:
 async def _read(response: httpx.Response, provider: str, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            raise ProviderResponseError(
-                f"{provider} answered more than {max_bytes:,} bytes (HTTP "
-                f"{response.status_code}); the answer was not read", provider=provider,
-                status_code=response.status_code)
-        chunks.append(chunk)
+    codings = _codings(response.headers.get_list("content-encoding", split_commas=True))
+    try:
+        async for raw in response.aiter_raw():
+            for chunk in _decoded(codings, raw):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise ProviderResponseError(
+                        f"{provider} answered more than {max_bytes:,} bytes (HTTP "
+                        f"{response.status_code}); the answer was not read", provider=provider,
+                        status_code=response.status_code)
+                chunks.append(chunk)
+    except zlib.error as exc:  # Content-Encoding: gzip on a body that is not gzip
+        raise ProviderResponseError(
+            f"{provider} sent a body that cannot be decoded (Content-Encoding: "
+            f"{', '.join(c.coding for c in reversed(codings))}: {exc})", provider=provider,
+            status_code=response.status_code) from exc
     return b"".join(chunks)
+
+
+#: The most bytes one step of decompression makes at once.
+_PIECE = 65_536
+
+
+class _Inflater:
+    """One content coding undone (``gzip``, ``x-gzip`` or ``deflate``), in pieces of at most
+    ``_PIECE`` bytes however much the input expands."""
+
+    def __init__(self, coding: str) -> None:
+        self.coding = coding
+        gzip = coding in ("gzip", "x-gzip")
+        self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
+        self._may_be_raw = not gzip  # "deflate" is zlib-wrapped; some servers send it raw
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        while True:
+            try:
+                piece = self._inflate.decompress(data, _PIECE)
+            except zlib.error:
+                if not self._may_be_raw:
+                    raise
+                self._may_be_raw = False  # no zlib header: a raw deflate stream, from its start
+                self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+                continue
+            self._may_be_raw = self._may_be_raw and not data
+            data = self._inflate.unconsumed_tail
+            if piece:
+                yield piece
+            if not data and len(piece) < _PIECE:  # input used up, no output held back
+                return
+
+
+def _codings(values: Sequence[str]) -> list[_Inflater]:
+    """The inflaters for ``Content-Encoding``'s codings, the last applied first; codings
+    that change nothing (``identity``) or that are not known are left out."""
+    names = [value.strip().lower() for value in values]
+    return [_Inflater(name) for name in reversed(names) if name in ("gzip", "x-gzip", "deflate")]
+
+
+def _decoded(codings: Sequence[_Inflater], data: bytes) -> Iterator[bytes]:
+    """``data`` (the next bytes on the wire) through every coding, piece by piece."""
+    if not codings:
+        if data:
+            yield data
+        return
+    for piece in codings[0].feed(data):
+        yield from _decoded(codings[1:], piece)
