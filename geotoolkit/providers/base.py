@@ -216,7 +216,9 @@ def response_date(response: httpx.Response) -> datetime | None:
 
 
 def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> None:
-    """Map the statuses every provider shares to exceptions; let 2xx, 3xx and 4xx through.
+    """Map the statuses every provider shares to exceptions; let 2xx, 3xx and the other 4xx
+    through. A 5xx, a 408 and a 425 (a request timeout, "too early": no fault of the
+    query's) are a ``ProviderUnavailableError``, retried.
 
     A 401, 402 or 403 stops the run: its message ends with what the provider said why
     (``said``), redacted of ``secrets``: a disabled key, a rejected IP, a service not
@@ -242,11 +244,18 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
         raise RateLimitError(
             f"{provider} is throttling (HTTP {status})",
             retry_after=hint, provider=provider, status_code=status)
-    if status >= 500:  # what it said: a proxy's or a gateway's page tells whose failure it is
-        why = said(response, secrets)
+    if status >= 500 or status in _NOT_NOW:
+        why = said(response, secrets)  # a proxy's or a gateway's page tells whose failure it is
+        what = _NOT_NOW.get(status, "is unavailable")
         raise ProviderUnavailableError(
-            f"{provider} is unavailable (HTTP {status}){f': {why}' if why else ''}",
+            f"{provider} {what} (HTTP {status}){f': {why}' if why else ''}",
             provider=provider, status_code=status)
+
+
+#: 4xx statuses that say "not now", not "not this query": retried as an outage is. A 408
+#: is a server (or a proxy) that gave up waiting for the request, often on a keep-alive
+#: connection it was closing as the request came; a 425 one that will not risk a replay.
+_NOT_NOW = {408: "timed out waiting for the request", 425: "would not take the request yet"}
 
 
 def proxy_refused(provider: str, why: str = "", *, status: int = 407) -> AuthenticationError:

@@ -272,3 +272,16 @@ def test_nginx_limit_req_as_it_ships_paces_the_fleet_down_as_its_429_does() -> N
         assert all(isinstance(o, Match) for o in outcomes)
         refused = statuses.count(status)
         assert refused <= 5 and factor <= 0.55, (status, refused, factor)  # cut to the limit
+
+
+@pytest.mark.parametrize("status", [408, 425])
+def test_a_request_timeout_or_too_early_is_retried_not_the_rows_failure(status: int) -> None:
+    """A 408 (a server or proxy that gave up waiting for the request: Go's net/http and
+    Apache send one on a keep-alive connection they close) and a 425 say "not now", not
+    "not this query": the row is sent again and matches, not failed as a query refused."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    with Scripted([(status, {"Content-Type": "text/plain", "Connection": "close"}, b"Request Timeout"),
+                   (200, {"Content-Type": "application/json"}, match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    assert outcomes[0].attempts == 2 and throttles == []
