@@ -226,6 +226,8 @@ def _one_retry_after(value: str, now: datetime | None) -> float | None:
 _NUMBER = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,9})?", re.ASCII)
 #: A reset value at least this large is a Unix time (2001-09-09 on), not delta-seconds.
 _UNIX_TIME_FROM = 1e9
+#: A Unix time at least this large is in milliseconds (seconds would be past the year 33000).
+_UNIX_MILLISECONDS_FROM = 1e12
 #: One item of an IETF ``RateLimit`` field: its name, then ``;key=value`` parameters.
 _ITEM_PARAM = re.compile(r";\s*([a-z][a-z0-9_.*-]*)\s*=\s*([^;,\s]+)", re.ASCII | re.IGNORECASE)
 
@@ -286,8 +288,9 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
       says requests remain;
     - ``RateLimit-Reset`` (the draft's earlier form): delta-seconds;
     - ``X-RateLimit-Reset`` / ``X-Rate-Limit-Reset`` (GitHub, OpenCage, Mapbox and many
-      others): delta-seconds, or a Unix time when the value is at least ``1e9`` (then
-      measured from ``now``: ideally the response's ``Date``; else the current time).
+      others): delta-seconds, or a Unix time when the value is at least ``1e9``, in
+      milliseconds when at least ``1e12`` (as some gateways send it), measured from
+      ``now`` (ideally the response's ``Date``; else the current time).
 
     A ``*-Reset`` whose own ``*-Remaining`` (``X-RateLimit-Remaining`` beside
     ``X-RateLimit-Reset``...) says requests remain is skipped: it is the reset of a quota
@@ -305,6 +308,8 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
     >>> ref = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
     >>> parse_rate_limit_reset({"X-RateLimit-Reset": str(int(ref.timestamp()) + 42)}, now=ref)
     42.0
+    >>> parse_rate_limit_reset({"X-RateLimit-Reset": str(int(ref.timestamp()) * 1000 + 42_500)}, now=ref)
+    42.5
     >>> parse_rate_limit_reset({"X-RateLimit-Reset": "7"}), parse_rate_limit_reset({})
     (7.0, None)
     >>> parse_rate_limit_reset({"X-RateLimit-Reset": "soon"}) is None
@@ -330,7 +335,8 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
             reference = _reference(now)
             if reference is None:
                 return None
-            seconds = seconds - reference.timestamp()
+            epoch = seconds / 1000 if seconds >= _UNIX_MILLISECONDS_FROM else seconds
+            seconds = epoch - reference.timestamp()
         return min(max(0.0, seconds), _MAX_SECONDS)
     return None
 

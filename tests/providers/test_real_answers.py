@@ -285,3 +285,18 @@ def test_a_request_timeout_or_too_early_is_retried_not_the_rows_failure(status: 
         outcomes, throttles = nominatim_run(server)
     assert isinstance(outcomes[0], Match) and len(server.seen) == 2
     assert outcomes[0].attempts == 2 and throttles == []
+
+
+@pytest.mark.parametrize("header", ["X-RateLimit-Reset", "RateLimit-Reset"])
+def test_a_429_saying_its_reset_in_unix_milliseconds_waits_until_then(header: str) -> None:
+    """Some gateways send the reset as a Unix time in milliseconds: read as seconds it was
+    about 56 000 years ahead, and the fleet paused for the whole cap (300 s), not 20 s."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    reset = str(int(time.time() * 1000) + 20_000)  # measured from the answer's own Date
+    with Scripted([(429, {"X-RateLimit-Remaining": "0", header: reset}, b"Too Many Requests"),
+                   (200, {"Content-Type": "application/json"}, match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    throttle, = throttles
+    assert throttle.retry_after is not None and 15.0 < throttle.retry_after <= 21.0
+    assert throttle.wait_seconds < 60.0
