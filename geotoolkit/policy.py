@@ -15,6 +15,7 @@ __all__ = ["Backoff", "RatePolicy", "parse_rate_limit_reset", "parse_retry_after
 
 _MAX_SECONDS = 1e9  # about 31.7 years: every answer is clamped to [0, _MAX_SECONDS]
 _DELAY = re.compile(r"[0-9]+", re.ASCII)
+_FRACTION = re.compile(r"(?P<whole>[0-9]+)\.[0-9]+", re.ASCII)
 _MONTHS = {m: i for i, m in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -132,7 +133,9 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 
     Accepted:
 
-    - delay-seconds: ASCII digits only, any length (no sign, fraction or exponent);
+    - delay-seconds: ASCII digits only, any length (no sign or exponent), and the
+      decimal fraction some servers send (``1.5``: waiting 1 s, or a bare backoff, is
+      refused again);
     - the three forms of RFC 9110 section 5.6.7 (IMF-fixdate, RFC 850, asctime), in
       any case, with runs of spaces and tabs, with or without a day of the week (an
       ill-matching one is ignored), with one- or two-digit days and hours, and with
@@ -173,8 +176,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     37.0
     >>> parse_retry_after("9" * 5000)
     1000000000.0
-    >>> parse_retry_after("1.5") is None
-    True
+    >>> parse_retry_after("1.5"), parse_retry_after("-1")
+    (1.5, None)
     >>> parse_retry_after("30, 30")
     30.0
     """
@@ -214,6 +217,9 @@ def _one_retry_after(value: str, now: datetime | None) -> float | None:
     if _DELAY.fullmatch(text):
         digits = text.lstrip("0")
         return float(int(digits or "0")) if len(digits) < 10 else _MAX_SECONDS
+    fraction = _FRACTION.fullmatch(text)
+    if fraction:
+        return float(text) if len(fraction["whole"].lstrip("0")) < 10 else _MAX_SECONDS
     reference = _reference(now)
     if reference is None:
         return None

@@ -300,3 +300,16 @@ def test_a_429_saying_its_reset_in_unix_milliseconds_waits_until_then(header: st
     throttle, = throttles
     assert throttle.retry_after is not None and 15.0 < throttle.retry_after <= 21.0
     assert throttle.wait_seconds < 60.0
+
+
+def test_a_retry_after_with_a_fraction_is_waited_out() -> None:
+    """``Retry-After: 1.5`` is not RFC 9110's integer, but servers send it: ignored, the
+    retry went after a bare backoff (0.76 s here), before the server would take it."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    with Scripted([(429, {"Retry-After": "1.5"}, b"Too Many Requests"),
+                   (200, {"Content-Type": "application/json"}, match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    throttle, = throttles
+    assert (throttle.cause, throttle.retry_after) == ("retry-after", 1.5)
+    assert throttle.wait_seconds >= 1.5
