@@ -33,6 +33,7 @@ from geotoolkit.providers.base import (
     raise_for_status,
     redirected,
     safe_text,
+    said,
 )
 from geotoolkit.providers.policies import POLICIES
 from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Precision, Query, ReverseQuery
@@ -199,7 +200,24 @@ class HTTPProvider:
             return client_error(response, self.name, self.secrets)
         if 300 <= response.status_code < 400:
             return redirected(response, self.name, self.secrets)
-        return parse_body(response)
+        try:
+            return parse_body(response)
+        except ProviderResponseError as exc:
+            told = self._told(exc, response)
+            if told is exc:
+                raise
+            raise told from exc
+
+    def _told(self, exc: ProviderResponseError, response: httpx.Response) -> ProviderResponseError:
+        """``exc`` with what the answer says (``said``: an error message in its JSON, the
+        text of an HTML page: a captive portal's, a block page's) where ``exc`` does not
+        say it already; "answer without a results list" alone does not tell the reader
+        that the network asks them to sign in, or that the key's plan lacks the API."""
+        why = said(response, self.secrets)
+        if not why or why in str(exc):
+            return exc
+        return ProviderResponseError(f"{exc}; the answer says: {why}", raw=exc.raw,
+                                     provider=exc.provider, status_code=exc.status_code)
 
     def _read(self, read: Any, what: str) -> Any:
         """``read()``; what a hostile answer makes it raise is a ``Failure`` (ProviderErrors pass)."""
