@@ -372,9 +372,26 @@ def _excerpt(raw: object) -> str:
 
 
 def parse_base_url(base_url: str) -> tuple[str, str]:
-    parts = urlsplit(base_url) if isinstance(base_url, str) else None
+    """``base_url`` without a trailing slash, and its host (``host:port``, no user info).
+
+    ``ConfigurationError`` for anything but an http(s) URL with a host and a port in
+    1-65535 (an IPv6 address whose bracket is not closed, ``:99999``, ``:abc``, a control
+    character): it is refused before anything is sent, not met by every row as an error.
+    """
+    try:
+        parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        port = None if parts is None else parts.port
+        if parts is not None:
+            httpx.URL(base_url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise ConfigurationError(f"base_url is not a usable URL ({exc}): "
+                                 f"{safe_text(repr(base_url), limit=200)}") from None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(f"base_url must be an http(s) URL, got {base_url!r}")
+        raise ConfigurationError(f"base_url must be an http(s) URL, got "
+                                 f"{safe_text(repr(base_url), limit=200)}")
+    if port == 0:
+        raise ConfigurationError(f"base_url has port 0, which nothing listens on: "
+                                 f"{safe_text(repr(base_url), limit=200)}")
     return base_url.rstrip("/"), parts.netloc.lower().rsplit("@", 1)[-1]
 
 
