@@ -207,7 +207,7 @@ def _transport_error(exc: httpx.TransportError, provider: str, url: httpx.URL) -
         return proxy_refused(provider, redact(str(exc)[:200], tuple(_SECRETS)), status=int(status))
     refused = _certificate_refused(exc)
     if refused is None:  # why, as httpx says it: "[Errno 111] Connection refused", a proxy's
-        why = redact(str(exc), tuple(_SECRETS))[:200]  # "502 Bad Gateway", "peer closed ..."
+        why = redact(_said(exc), tuple(_SECRETS))[:200]  # "502 Bad Gateway", "peer closed ..."
         return ProviderUnavailableError(
             f"{provider} connection failed ({type(exc).__name__}{f': {why}' if why else ''})",
             provider=provider)
@@ -216,6 +216,20 @@ def _transport_error(exc: httpx.TransportError, provider: str, url: httpx.URL) -
         f"{provider}: the TLS certificate of {where} was refused ({refused}); a private CA "
         "(a company's, a TLS-intercepting gateway's) is trusted with SSL_CERT_FILE=/path/to/ca.pem "
         "or SSL_CERT_DIR=/path/to/folder")
+
+
+def _said(exc: BaseException) -> str:
+    """What ``exc`` says, or else the first error under it that says something: httpx's
+    ``ReadError`` for a connection reset says nothing, the OSError it wraps "[Errno 104]
+    Connection reset by peer"."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if str(seen):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return ""
 
 
 def _certificate_refused(exc: BaseException) -> str | None:
