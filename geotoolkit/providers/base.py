@@ -258,6 +258,14 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
 _NOT_NOW = {408: "timed out waiting for the request", 425: "would not take the request yet"}
 
 
+def _absolute(response: httpx.Response, location: str) -> str:
+    """``location`` joined to the URL of the request ``response`` answers, if it has one."""
+    try:
+        return str(response.request.url.copy_with(query=None, fragment=None).join(location))
+    except (RuntimeError, httpx.InvalidURL, ValueError):  # no request; a Location httpx refuses
+        return location
+
+
 def proxy_refused(provider: str, why: str = "", *, status: int = 407) -> AuthenticationError:
     """A proxy between here and the provider refused the request: a 407 (to a request, or
     to the ``CONNECT`` of an HTTPS tunnel) wants credentials; a 401/403 to a ``CONNECT``
@@ -339,7 +347,9 @@ def redirected(response: httpx.Response, provider: str, secrets: tuple[str, ...]
     """A 3xx: not the answer, whatever its body holds; redirects are not followed (one
     would carry the request, key and all, wherever the server points).
 
-    The reason names where it points, without its query string.
+    The reason names where it points (a relative ``Location`` made absolute against the
+    request's URL), without its query string; a 3xx that points nowhere (a 304 to a
+    request that was not conditional, a 307 without ``Location``) says so instead.
 
     >>> moved = httpx.Response(301, headers={"Location": "https://geo.example/search?key=k"})
     >>> where, advice = redirected(moved, "nominatim").reason.split(", ")
@@ -347,9 +357,18 @@ def redirected(response: httpx.Response, provider: str, secrets: tuple[str, ...]
     'nominatim answered a redirect (HTTP 301) to https://geo.example/search'
     >>> advice
     'not followed: use the address it points to as the base URL'
+    >>> redirected(httpx.Response(304), "photon").reason  # doctest: +NORMALIZE_WHITESPACE
+    'photon answered HTTP 304 (not modified) to a request that was not conditional: not an
+    answer (a cache or a proxy on the way?)'
     """
-    location = response.headers.get("location", "").split("?", 1)[0].split("#", 1)[0]
-    where = f" to {safe_text(location, secrets, 200)}" if location.strip() else ""
-    return Failure(reason=f"{provider} answered a redirect (HTTP {response.status_code}){where}, "
+    status = response.status_code
+    location = response.headers.get("location", "").split("?", 1)[0].split("#", 1)[0].strip()
+    if not location:
+        what = ("HTTP 304 (not modified) to a request that was not conditional" if status == 304
+                else f"a redirect (HTTP {status}) that points nowhere (no Location)")
+        return Failure(reason=f"{provider} answered {what}: not an answer (a cache or a proxy "
+                              "on the way?)", error="ProviderResponseError", provider=provider)
+    where = safe_text(_absolute(response, location), secrets, 200)
+    return Failure(reason=f"{provider} answered a redirect (HTTP {status}) to {where}, "
                           "not followed: use the address it points to as the base URL",
                    error="ProviderResponseError", provider=provider)

@@ -69,6 +69,9 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     "moved-json": (301, [("Location", "http://127.0.0.1:9/elsewhere{target}")], GOOD),
     "redirect-loop": (302, [("Location", "{target}")], b""),
     "redirect-bare": (307, [], b""),
+    "moved-relative": (308, [("Location", "/v2{target}")], b""),
+    # A cache on the way answering a request that asked for no cached copy.
+    "not-modified": (304, [], b""),
     # Numeric strings float() reads but no provider means: "4_7" is 47.0 to Python.
     "digit-separators": (200, [], b'[{"lat": "4_7.1", "lon": "9_5", "display_name": "x"}]'),
     "other-digits": (200, [], '[{"lat": "\u0664\u0667", "lon": "9.5", "display_name": "x"}]'.encode()),
@@ -155,17 +158,27 @@ def test_a_header_that_echoes_the_key_is_not_logged_with_it(
     assert SECRET not in caplog.text
 
 
-@pytest.mark.parametrize("answer", ["moved-json", "redirect-loop", "redirect-bare"])
+@pytest.mark.parametrize("answer", ["moved-json", "redirect-loop", "moved-relative", "redirect-bare",
+                                    "not-modified"])
 def test_a_redirect_fails_its_row_with_the_reason_and_is_never_read_as_an_answer(
         url: str, tmp_path: Path, answer: str) -> None:
     result = run(url, ["Vaduz", f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
     assert result["geocode_status"].tolist() == ["matched", "failed"]
     row = result.iloc[1]
+    reason = row["geocode_reason"]
     assert row["geocode_attempts"] == 1  # not retried: the next answer would be the same
-    assert "answered a redirect (HTTP 3" in row["geocode_reason"]
-    assert "use the address it points to as the base URL" in row["geocode_reason"]
+    if answer in ("redirect-bare", "not-modified"):  # no address to point to: none is advised
+        assert "not an answer (a cache or a proxy on the way?)" in reason
+        assert "use the address" not in reason
+        assert ("(not modified) to a request that was not conditional" in reason) == (
+            answer == "not-modified")
+    else:
+        assert "answered a redirect (HTTP 3" in reason
+        assert "use the address it points to as the base URL" in reason
     if answer == "moved-json":
-        assert "to http://127.0.0.1:9/elsewhere/search," in row["geocode_reason"]
+        assert "to http://127.0.0.1:9/elsewhere/search," in reason
+    if answer == "moved-relative":  # an address the reader can use, not "/v2/search"
+        assert f"to {url}/v2/search," in reason
     assert SECRET not in result.to_csv()
 
 
