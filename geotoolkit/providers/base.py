@@ -318,13 +318,18 @@ def decode_json(response: httpx.Response, provider: str, secrets: tuple[str, ...
     Bodies that are not JSON, not UTF-8, numbers of thousands of digits and nesting
     deeper than Python parses are all refused the same way. A lone surrogate or a NUL that
     JSON escapes (``"\\ud800"``, ``"\\u0000"``) is read as U+FFFD: no store or file could
-    hold it.
+    hold it. An empty body (a 204, a 200 cut to nothing by a proxy) is said to be empty; the
+    message names the ``Content-Type`` where there is one (``text/html``: a captive
+    portal's page, a block page).
     """
     try:
         return _json(response)
     except (ValueError, UnicodeError, RecursionError) as exc:
+        what = "an empty body" if not response.content.strip() else "a body that is not JSON"
+        kind = safe_text(response.headers.get("content-type", "").split(";", 1)[0].strip(),
+                         secrets, 100)
         raise ProviderResponseError(
-            f"{provider} sent a body that is not JSON (HTTP {response.status_code})",
+            f"{provider} sent {what} (HTTP {response.status_code}{f', {kind}' if kind else ''})",
             raw=redact(_prefix(response), secrets), provider=provider,
             status_code=response.status_code,
         ) from exc

@@ -285,6 +285,18 @@ def test_a_200_that_is_no_answer_fails_the_row_saying_what_it_says(
     assert "var s" not in outcome.reason and "<" not in outcome.reason
 
 
+@pytest.mark.parametrize(("status", "content", "headers", "said"), [
+    (204, b"", {}, "sent an empty body (HTTP 204)"),
+    (200, b" \r\n", {"Content-Type": "application/json"}, "sent an empty body (HTTP 200, application/json)"),
+    (200, PORTAL, {"Content-Type": "text/html; charset=utf-8"}, "not JSON (HTTP 200, text/html)"),
+])
+def test_a_body_that_is_empty_or_of_another_type_is_said_to_be(
+        name: str, status: int, content: bytes, headers: dict[str, str], said: str) -> None:
+    """"a body that is not JSON (HTTP 204)" for no body at all, and no word of the HTML."""
+    outcome = parse(name, status, content, headers)
+    assert isinstance(outcome, Failure) and said in outcome.reason, outcome
+
+
 def test_a_bogus_charset_does_not_crash(name: str) -> None:
     headers = {"Content-Type": "application/json; charset=no-such-codec"}
     content = json.dumps(load(name, "match")["json"]).encode()
