@@ -18,6 +18,9 @@ without brotli leaves it. Foreign exceptions are mapped here, once:
   :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent);
 - a proxy's ``407`` (or ``401``/``403``) to an HTTPS tunnel's ``CONNECT``:
   :class:`~geotoolkit.errors.AuthenticationError` (the run stops), as a 407 answer does;
+- a proxy variable that cannot be used (an unknown scheme, ``socks5://`` without socksio,
+  a port no proxy can have): :class:`~geotoolkit.errors.ConfigurationError`, from
+  :func:`make_client`, before anything is sent;
 - a TLS certificate refused (a private CA not trusted, another host's, expired):
   :class:`~geotoolkit.errors.ConfigurationError` (the run stops: no retry mends it). The
   CAs trusted are ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` where set, else certifi's.
@@ -35,8 +38,10 @@ import importlib
 import logging
 import os
 import ssl
+import urllib.request
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -143,6 +148,8 @@ def make_client(
     values (the provider's API key) hidden wherever httpx and httpcore log them."""
     _install_redaction(secrets)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    if transport is None:
+        _check_proxies()
     try:  # without a transport, httpx reads HTTP(S)_PROXY, ALL_PROXY and NO_PROXY here
         return httpx.AsyncClient(
             timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
@@ -150,10 +157,29 @@ def make_client(
             transport=transport,
             verify=_tls_context(),
         )
-    except (ImportError, ValueError) as exc:  # socks:// without socksio, an unknown scheme
-        raise ConfigurationError(
+    except (ImportError, ValueError, httpx.InvalidURL) as exc:  # socks:// without socksio,
+        raise ConfigurationError(                                # an unknown scheme, a bad port
             f"the proxy named by HTTPS_PROXY / HTTP_PROXY / ALL_PROXY cannot be used: "
             f"{redact(str(exc))}") from exc
+
+
+def _check_proxies() -> None:
+    """Refuse a proxy variable whose port cannot be one (``:99999``, ``:abc``, an IPv6
+    address whose bracket is not closed): httpx takes ``:99999`` and every row then
+    fails on it with an error that names no proxy."""
+    for scheme, value in urllib.request.getproxies().items():
+        if scheme not in ("http", "https", "all"):
+            continue
+        try:
+            port = urlsplit(value if "://" in value else f"http://{value}").port
+        except ValueError as exc:
+            port, why = -1, str(exc)
+        else:
+            why = "port 0"
+        if port in (-1, 0):
+            raise ConfigurationError(
+                f"the proxy named by {scheme.upper()}_PROXY cannot be used ({why}): "
+                f"{redact(value)[:200]}")
 
 
 async def send(
