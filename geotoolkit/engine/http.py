@@ -40,7 +40,7 @@ import os
 import ssl
 import urllib.request
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from urllib.parse import urlsplit
 
 import httpx
@@ -273,23 +273,34 @@ def _certificate_refused(exc: BaseException) -> str | None:
 async def _read(response: httpx.Response, provider: str, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    codings = _codings(response.headers.get_list("content-encoding", split_commas=True))
     try:
-        async for raw in response.aiter_raw():
-            for chunk in _decoded(codings, raw):
-                size += len(chunk)
-                if size > max_bytes:
-                    raise ProviderResponseError(
-                        f"{provider} answered more than {max_bytes:,} bytes (HTTP "
-                        f"{response.status_code}); the answer was not read", provider=provider,
-                        status_code=response.status_code)
-                chunks.append(chunk)
+        async for chunk in _pieces(response):
+            size += len(chunk)
+            if size > max_bytes:
+                raise ProviderResponseError(
+                    f"{provider} answered more than {max_bytes:,} bytes (HTTP "
+                    f"{response.status_code}); the answer was not read", provider=provider,
+                    status_code=response.status_code)
+            chunks.append(chunk)
     except zlib.error as exc:  # Content-Encoding: gzip on a body that is not gzip
         raise ProviderResponseError(
             f"{provider} sent a body that cannot be decoded (Content-Encoding: "
-            f"{', '.join(c.coding for c in reversed(codings))}: {exc})", provider=provider,
+            f"{response.headers.get('content-encoding', '')}: {exc})", provider=provider,
             status_code=response.status_code) from exc
     return b"".join(chunks)
+
+
+async def _pieces(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body, its content codings undone, piece by piece as it comes off the wire."""
+    try:
+        whole = response.content  # a transport that answered a whole Response: read, decoded
+    except httpx.ResponseNotRead:
+        codings = _codings(response.headers.get_list("content-encoding", split_commas=True))
+        async for raw in response.aiter_raw():
+            for piece in _decoded(codings, raw):
+                yield piece
+        return
+    yield whole
 
 
 #: The most bytes one step of decompression makes at once.
