@@ -158,9 +158,9 @@ def make_client(
             verify=_tls_context(),
         )
     except (ImportError, ValueError, httpx.InvalidURL) as exc:  # socks:// without socksio,
-        raise ConfigurationError(                                # an unknown scheme, a bad port
-            f"the proxy named by HTTPS_PROXY / HTTP_PROXY / ALL_PROXY cannot be used: "
-            f"{redact(str(exc))}") from exc
+        raise ConfigurationError(    # an unknown scheme, a NO_PROXY entry httpx cannot parse
+            f"the proxy named by HTTPS_PROXY / HTTP_PROXY / ALL_PROXY, or the hosts NO_PROXY "
+            f"lists, cannot be used: {redact(str(exc))}") from exc
 
 
 def _check_proxies() -> None:
