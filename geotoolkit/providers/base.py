@@ -222,8 +222,10 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
 
     A 401, 402 or 403 stops the run: its message ends with what the provider said why
     (``said``), redacted of ``secrets``: a disabled key, a rejected IP, a service not
-    enabled and a usage-policy block need different fixes. So does a 407 (a proxy on the
-    way wants credentials, :func:`proxy_refused`): no row's fault, and no outage.
+    enabled and a usage-policy block need different fixes; without ``secrets`` (no key
+    sent) it does not speak of credentials (a block page, a bot challenge, an IP refused).
+    A 407 stops it too (a proxy on the way wants credentials, :func:`proxy_refused`): no
+    row's fault, and no outage.
     """
     status = response.status_code
     if status == 407:
@@ -234,7 +236,8 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
         if status == 402:
             raise QuotaExceededError(f"{provider} quota exhausted (HTTP 402){why}",
                                      provider=provider, status_code=status)
-        raise AuthenticationError(f"{provider} refused the credentials (HTTP {status}){why}",
+        what = "the credentials" if secrets else "the request, which carried no API key,"
+        raise AuthenticationError(f"{provider} refused {what} (HTTP {status}){why}",
                                   provider=provider, status_code=status)
     if status in (429, 503):
         date = response_date(response)

@@ -313,3 +313,19 @@ def test_a_retry_after_with_a_fraction_is_waited_out() -> None:
     throttle, = throttles
     assert (throttle.cause, throttle.retry_after) == ("retry-after", 1.5)
     assert throttle.wait_seconds >= 1.5
+
+
+CHALLENGE = (b'<!DOCTYPE html><html lang="en-US"><head><title>Just a moment...</title></head>'
+             b"<body><h1>Checking if the site connection is secure</h1><script>var x = 1;</script>"
+             b"</body></html>")
+
+
+def test_a_403_to_a_request_without_a_key_stops_the_run_without_speaking_of_credentials() -> None:
+    """A bot challenge or a block page in front of a keyless provider (Nominatim, Photon)
+    ended the run with "refused the credentials (HTTP 403)": there were none to fix."""
+    challenge = (403, {"Content-Type": "text/html; charset=UTF-8"}, CHALLENGE)
+    with Scripted([challenge]) as server, pytest.raises(AuthenticationError) as caught:
+        nominatim_run(server)
+    message = str(caught.value)
+    assert "credentials" not in message and "carried no API key" in message
+    assert "HTTP 403" in message and "Checking if the site connection is secure" in message
