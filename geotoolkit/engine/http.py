@@ -312,27 +312,30 @@ class _Inflater:
     ``_PIECE`` bytes however much the input expands."""
 
     def __init__(self, coding: str) -> None:
-        self.coding = coding
         gzip = coding in ("gzip", "x-gzip")
-        self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 16 if gzip else zlib.MAX_WBITS)
-        self._may_be_raw = not gzip  # "deflate" is zlib-wrapped; some servers send it raw
+        self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 16) if gzip else None
+        self._head = b""  # "deflate": its first two bytes tell a zlib stream from a raw one
 
     def feed(self, data: bytes) -> Iterator[bytes]:
+        if self._inflate is None:  # "deflate" is zlib-wrapped; some servers send it raw
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head = self._head, b""
+            self._inflate = zlib.decompressobj(zlib.MAX_WBITS if _zlib_header(data)
+                                               else -zlib.MAX_WBITS)
         while True:
-            try:
-                piece = self._inflate.decompress(data, _PIECE)
-            except zlib.error:
-                if not self._may_be_raw:
-                    raise
-                self._may_be_raw = False  # no zlib header: a raw deflate stream, from its start
-                self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
-                continue
-            self._may_be_raw = self._may_be_raw and not data
+            piece = self._inflate.decompress(data, _PIECE)
             data = self._inflate.unconsumed_tail
             if piece:
                 yield piece
             if not data and len(piece) < _PIECE:  # input used up, no output held back
                 return
+
+
+def _zlib_header(data: bytes) -> bool:
+    """Whether ``data`` starts with a zlib header (RFC 1950: deflate, a checksum of 31)."""
+    return data[0] & 0x0F == 8 and data[0] >> 4 <= 7 and (data[0] << 8 | data[1]) % 31 == 0
 
 
 def _codings(values: Sequence[str]) -> list[_Inflater]:
