@@ -15,6 +15,7 @@ __all__ = ["Backoff", "RatePolicy", "parse_rate_limit_reset", "parse_retry_after
 
 _MAX_SECONDS = 1e9  # about 31.7 years: every answer is clamped to [0, _MAX_SECONDS]
 _DELAY = re.compile(r"[0-9]+", re.ASCII)
+_FRACTION = re.compile(r"(?P<whole>[0-9]+)\.[0-9]+", re.ASCII)
 _MONTHS = {m: i for i, m in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -132,7 +133,9 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
 
     Accepted:
 
-    - delay-seconds: ASCII digits only, any length (no sign, fraction or exponent);
+    - delay-seconds: ASCII digits only, any length (no sign or exponent), and the
+      decimal fraction some servers send (``1.5``: waiting 1 s, or a bare backoff, is
+      refused again);
     - the three forms of RFC 9110 section 5.6.7 (IMF-fixdate, RFC 850, asctime), in
       any case, with runs of spaces and tabs, with or without a day of the week (an
       ill-matching one is ignored), with one- or two-digit days and hours, and with
@@ -173,8 +176,8 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     37.0
     >>> parse_retry_after("9" * 5000)
     1000000000.0
-    >>> parse_retry_after("1.5") is None
-    True
+    >>> parse_retry_after("1.5"), parse_retry_after("-1")
+    (1.5, None)
     >>> parse_retry_after("30, 30")
     30.0
     """
@@ -214,6 +217,9 @@ def _one_retry_after(value: str, now: datetime | None) -> float | None:
     if _DELAY.fullmatch(text):
         digits = text.lstrip("0")
         return float(int(digits or "0")) if len(digits) < 10 else _MAX_SECONDS
+    fraction = _FRACTION.fullmatch(text)
+    if fraction:
+        return float(text) if len(fraction["whole"].lstrip("0")) < 10 else _MAX_SECONDS
     reference = _reference(now)
     if reference is None:
         return None
@@ -226,6 +232,8 @@ def _one_retry_after(value: str, now: datetime | None) -> float | None:
 _NUMBER = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,9})?", re.ASCII)
 #: A reset value at least this large is a Unix time (2001-09-09 on), not delta-seconds.
 _UNIX_TIME_FROM = 1e9
+#: A Unix time at least this large is in milliseconds (seconds would be past the year 33000).
+_UNIX_MILLISECONDS_FROM = 1e12
 #: One item of an IETF ``RateLimit`` field: its name, then ``;key=value`` parameters.
 _ITEM_PARAM = re.compile(r";\s*([a-z][a-z0-9_.*-]*)\s*=\s*([^;,\s]+)", re.ASCII | re.IGNORECASE)
 
@@ -286,8 +294,9 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
       says requests remain;
     - ``RateLimit-Reset`` (the draft's earlier form): delta-seconds;
     - ``X-RateLimit-Reset`` / ``X-Rate-Limit-Reset`` (GitHub, OpenCage, Mapbox and many
-      others): delta-seconds, or a Unix time when the value is at least ``1e9`` (then
-      measured from ``now``: ideally the response's ``Date``; else the current time).
+      others): delta-seconds, or a Unix time when the value is at least ``1e9``, in
+      milliseconds when at least ``1e12`` (as some gateways send it), measured from
+      ``now`` (ideally the response's ``Date``; else the current time).
 
     A ``*-Reset`` whose own ``*-Remaining`` (``X-RateLimit-Remaining`` beside
     ``X-RateLimit-Reset``...) says requests remain is skipped: it is the reset of a quota
@@ -305,6 +314,8 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
     >>> ref = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
     >>> parse_rate_limit_reset({"X-RateLimit-Reset": str(int(ref.timestamp()) + 42)}, now=ref)
     42.0
+    >>> parse_rate_limit_reset({"X-RateLimit-Reset": str(int(ref.timestamp()) * 1000 + 42_500)}, now=ref)
+    42.5
     >>> parse_rate_limit_reset({"X-RateLimit-Reset": "7"}), parse_rate_limit_reset({})
     (7.0, None)
     >>> parse_rate_limit_reset({"X-RateLimit-Reset": "soon"}) is None
@@ -330,7 +341,8 @@ def parse_rate_limit_reset(headers: Mapping[str, str], *, now: datetime | None =
             reference = _reference(now)
             if reference is None:
                 return None
-            seconds = seconds - reference.timestamp()
+            epoch = seconds / 1000 if seconds >= _UNIX_MILLISECONDS_FROM else seconds
+            seconds = epoch - reference.timestamp()
         return min(max(0.0, seconds), _MAX_SECONDS)
     return None
 

@@ -3,8 +3,12 @@
 httpx's timeouts are per operation (a read timeout is per read), so a server that
 trickles one byte at a time never trips them. :func:`send` puts one deadline on the
 whole exchange (connect, send, every byte of the body) and reads the body in chunks
-up to ``max_bytes`` (after decompression: a gzip bomb is caught too). Foreign
-exceptions are mapped here, once:
+up to ``max_bytes``, counted after decompression. It undoes ``gzip`` and ``deflate``
+itself (``x-gzip`` too, which httpx does not know), in pieces of at most 64 KiB: httpx
+inflates each chunk read whole (one 64 KiB chunk of a gzip bomb is 64 MB, and a body
+gzipped twice, a few hundred bytes, is as large as it likes), so memory stays bounded by
+the cap. A coding it does not know (``br``, never asked for) is left as it came, as httpx
+without brotli leaves it. Foreign exceptions are mapped here, once:
 
 - timeouts, refused or reset connections, a body cut short:
   :class:`~geotoolkit.errors.ProviderUnavailableError` (retried);
@@ -14,6 +18,9 @@ exceptions are mapped here, once:
   :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent);
 - a proxy's ``407`` (or ``401``/``403``) to an HTTPS tunnel's ``CONNECT``:
   :class:`~geotoolkit.errors.AuthenticationError` (the run stops), as a 407 answer does;
+- a proxy variable that cannot be used (an unknown scheme, ``socks5://`` without socksio,
+  a port no proxy can have): :class:`~geotoolkit.errors.ConfigurationError`, from
+  :func:`make_client`, before anything is sent;
 - a TLS certificate refused (a private CA not trusted, another host's, expired):
   :class:`~geotoolkit.errors.ConfigurationError` (the run stops: no retry mends it). The
   CAs trusted are ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` where set, else certifi's.
@@ -31,7 +38,10 @@ import importlib
 import logging
 import os
 import ssl
-from collections.abc import Iterable
+import urllib.request
+import zlib
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -138,6 +148,8 @@ def make_client(
     values (the provider's API key) hidden wherever httpx and httpcore log them."""
     _install_redaction(secrets)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    if transport is None:
+        _check_proxies()
     try:  # without a transport, httpx reads HTTP(S)_PROXY, ALL_PROXY and NO_PROXY here
         return httpx.AsyncClient(
             timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
@@ -145,10 +157,29 @@ def make_client(
             transport=transport,
             verify=_tls_context(),
         )
-    except (ImportError, ValueError) as exc:  # socks:// without socksio, an unknown scheme
-        raise ConfigurationError(
-            f"the proxy named by HTTPS_PROXY / HTTP_PROXY / ALL_PROXY cannot be used: "
-            f"{redact(str(exc))}") from exc
+    except (ImportError, ValueError, httpx.InvalidURL) as exc:  # socks:// without socksio,
+        raise ConfigurationError(    # an unknown scheme, a NO_PROXY entry httpx cannot parse
+            f"the proxy named by HTTPS_PROXY / HTTP_PROXY / ALL_PROXY, or the hosts NO_PROXY "
+            f"lists, cannot be used: {redact(str(exc))}") from exc
+
+
+def _check_proxies() -> None:
+    """Refuse a proxy variable whose port cannot be one (``:99999``, ``:abc``, an IPv6
+    address whose bracket is not closed): httpx takes ``:99999`` and every row then
+    fails on it with an error that names no proxy."""
+    for scheme, value in urllib.request.getproxies().items():
+        if scheme not in ("http", "https", "all"):
+            continue
+        try:
+            port = urlsplit(value if "://" in value else f"http://{value}").port
+        except ValueError as exc:
+            port, why = -1, str(exc)
+        else:
+            why = "port 0"
+        if port in (-1, 0):
+            raise ConfigurationError(
+                f"the proxy named by {scheme.upper()}_PROXY cannot be used ({why}): "
+                f"{redact(value)[:200]}")
 
 
 async def send(
@@ -183,10 +214,6 @@ async def send(
         raise ProviderUnavailableError(
             f"{provider} did not answer in time ({type(exc).__name__})", provider=provider
         ) from exc
-    except httpx.DecodingError as exc:
-        raise ProviderResponseError(
-            f"{provider} sent a body that cannot be decoded ({type(exc).__name__})",
-            provider=provider) from exc
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
         raise QueryError(f"{provider}: the request cannot be sent ({type(exc).__name__})",
                          provider=provider) from exc
@@ -206,7 +233,7 @@ def _transport_error(exc: httpx.TransportError, provider: str, url: httpx.URL) -
         return proxy_refused(provider, redact(str(exc)[:200], tuple(_SECRETS)), status=int(status))
     refused = _certificate_refused(exc)
     if refused is None:  # why, as httpx says it: "[Errno 111] Connection refused", a proxy's
-        why = redact(str(exc), tuple(_SECRETS))[:200]  # "502 Bad Gateway", "peer closed ..."
+        why = redact(_said(exc), tuple(_SECRETS))[:200]  # "502 Bad Gateway", "peer closed ..."
         return ProviderUnavailableError(
             f"{provider} connection failed ({type(exc).__name__}{f': {why}' if why else ''})",
             provider=provider)
@@ -215,6 +242,20 @@ def _transport_error(exc: httpx.TransportError, provider: str, url: httpx.URL) -
         f"{provider}: the TLS certificate of {where} was refused ({refused}); a private CA "
         "(a company's, a TLS-intercepting gateway's) is trusted with SSL_CERT_FILE=/path/to/ca.pem "
         "or SSL_CERT_DIR=/path/to/folder")
+
+
+def _said(exc: BaseException) -> str:
+    """What ``exc`` says, or else the first error under it that says something: httpx's
+    ``ReadError`` for a connection reset says nothing, the OSError it wraps "[Errno 104]
+    Connection reset by peer"."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            break
+        if str(seen):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return ""
 
 
 def _certificate_refused(exc: BaseException) -> str | None:
@@ -232,12 +273,83 @@ def _certificate_refused(exc: BaseException) -> str | None:
 async def _read(response: httpx.Response, provider: str, max_bytes: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            raise ProviderResponseError(
-                f"{provider} answered more than {max_bytes:,} bytes (HTTP "
-                f"{response.status_code}); the answer was not read", provider=provider,
-                status_code=response.status_code)
-        chunks.append(chunk)
+    try:
+        async for chunk in _pieces(response):
+            size += len(chunk)
+            if size > max_bytes:
+                raise ProviderResponseError(
+                    f"{provider} answered more than {max_bytes:,} bytes (HTTP "
+                    f"{response.status_code}); the answer was not read", provider=provider,
+                    status_code=response.status_code)
+            chunks.append(chunk)
+    except zlib.error as exc:  # Content-Encoding: gzip on a body that is not gzip
+        raise ProviderResponseError(
+            f"{provider} sent a body that cannot be decoded (Content-Encoding: "
+            f"{response.headers.get('content-encoding', '')}: {exc})", provider=provider,
+            status_code=response.status_code) from exc
     return b"".join(chunks)
+
+
+async def _pieces(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body, its content codings undone, piece by piece as it comes off the wire."""
+    try:
+        whole = response.content  # a transport that answered a whole Response: read, decoded
+    except httpx.ResponseNotRead:
+        codings = _codings(response.headers.get_list("content-encoding", split_commas=True))
+        async for raw in response.aiter_raw():
+            for piece in _decoded(codings, raw):
+                yield piece
+        return
+    yield whole
+
+
+#: The most bytes one step of decompression makes at once.
+_PIECE = 65_536
+
+
+class _Inflater:
+    """One content coding undone (``gzip``, ``x-gzip`` or ``deflate``), in pieces of at most
+    ``_PIECE`` bytes however much the input expands."""
+
+    def __init__(self, coding: str) -> None:
+        gzip = coding in ("gzip", "x-gzip")
+        self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 16) if gzip else None
+        self._head = b""  # "deflate": its first two bytes tell a zlib stream from a raw one
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        if self._inflate is None:  # "deflate" is zlib-wrapped; some servers send it raw
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head = self._head, b""
+            self._inflate = zlib.decompressobj(zlib.MAX_WBITS if _zlib_header(data)
+                                               else -zlib.MAX_WBITS)
+        while True:
+            piece = self._inflate.decompress(data, _PIECE)
+            data = self._inflate.unconsumed_tail
+            if piece:
+                yield piece
+            if not data and len(piece) < _PIECE:  # input used up, no output held back
+                return
+
+
+def _zlib_header(data: bytes) -> bool:
+    """Whether ``data`` starts with a zlib header (RFC 1950: deflate, a checksum of 31)."""
+    return data[0] & 0x0F == 8 and data[0] >> 4 <= 7 and (data[0] << 8 | data[1]) % 31 == 0
+
+
+def _codings(values: Sequence[str]) -> list[_Inflater]:
+    """The inflaters for ``Content-Encoding``'s codings, the last applied first; codings
+    that change nothing (``identity``) or that are not known are left out."""
+    names = [value.strip().lower() for value in values]
+    return [_Inflater(name) for name in reversed(names) if name in ("gzip", "x-gzip", "deflate")]
+
+
+def _decoded(codings: Sequence[_Inflater], data: bytes) -> Iterator[bytes]:
+    """``data`` (the next bytes on the wire) through every coding, piece by piece."""
+    if not codings:
+        if data:
+            yield data
+        return
+    for piece in codings[0].feed(data):
+        yield from _decoded(codings[1:], piece)

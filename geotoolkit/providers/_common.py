@@ -33,6 +33,7 @@ from geotoolkit.providers.base import (
     raise_for_status,
     redirected,
     safe_text,
+    said,
 )
 from geotoolkit.providers.policies import POLICIES
 from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Precision, Query, ReverseQuery
@@ -199,7 +200,24 @@ class HTTPProvider:
             return client_error(response, self.name, self.secrets)
         if 300 <= response.status_code < 400:
             return redirected(response, self.name, self.secrets)
-        return parse_body(response)
+        try:
+            return parse_body(response)
+        except ProviderResponseError as exc:
+            told = self._told(exc, response)
+            if told is exc:
+                raise
+            raise told from exc
+
+    def _told(self, exc: ProviderResponseError, response: httpx.Response) -> ProviderResponseError:
+        """``exc`` with what the answer says (``said``: an error message in its JSON, the
+        text of an HTML page: a captive portal's, a block page's) where ``exc`` does not
+        say it already; "answer without a results list" alone does not tell the reader
+        that the network asks them to sign in, or that the key's plan lacks the API."""
+        why = said(response, self.secrets)
+        if not why or why in str(exc):
+            return exc
+        return ProviderResponseError(f"{exc}; the answer says: {why}", raw=exc.raw,
+                                     provider=exc.provider, status_code=exc.status_code)
 
     def _read(self, read: Any, what: str) -> Any:
         """``read()``; what a hostile answer makes it raise is a ``Failure`` (ProviderErrors pass)."""
@@ -354,9 +372,26 @@ def _excerpt(raw: object) -> str:
 
 
 def parse_base_url(base_url: str) -> tuple[str, str]:
-    parts = urlsplit(base_url) if isinstance(base_url, str) else None
+    """``base_url`` without a trailing slash, and its host (``host:port``, no user info).
+
+    ``ConfigurationError`` for anything but an http(s) URL with a host and a port in
+    1-65535 (an IPv6 address whose bracket is not closed, ``:99999``, ``:abc``, a control
+    character): it is refused before anything is sent, not met by every row as an error.
+    """
+    try:
+        parts = urlsplit(base_url) if isinstance(base_url, str) else None
+        port = None if parts is None else parts.port
+        if parts is not None:
+            httpx.URL(base_url)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise ConfigurationError(f"base_url is not a usable URL ({exc}): "
+                                 f"{safe_text(repr(base_url), limit=200)}") from None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(f"base_url must be an http(s) URL, got {base_url!r}")
+        raise ConfigurationError(f"base_url must be an http(s) URL, got "
+                                 f"{safe_text(repr(base_url), limit=200)}")
+    if port == 0:
+        raise ConfigurationError(f"base_url has port 0, which nothing listens on: "
+                                 f"{safe_text(repr(base_url), limit=200)}")
     return base_url.rstrip("/"), parts.netloc.lower().rsplit("@", 1)[-1]
 
 

@@ -216,12 +216,16 @@ def response_date(response: httpx.Response) -> datetime | None:
 
 
 def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> None:
-    """Map the statuses every provider shares to exceptions; let 2xx, 3xx and 4xx through.
+    """Map the statuses every provider shares to exceptions; let 2xx, 3xx and the other 4xx
+    through. A 5xx, a 408 and a 425 (a request timeout, "too early": no fault of the
+    query's) are a ``ProviderUnavailableError``, retried.
 
     A 401, 402 or 403 stops the run: its message ends with what the provider said why
     (``said``), redacted of ``secrets``: a disabled key, a rejected IP, a service not
-    enabled and a usage-policy block need different fixes. So does a 407 (a proxy on the
-    way wants credentials, :func:`proxy_refused`): no row's fault, and no outage.
+    enabled and a usage-policy block need different fixes; without ``secrets`` (no key
+    sent) it does not speak of credentials (a block page, a bot challenge, an IP refused).
+    A 407 stops it too (a proxy on the way wants credentials, :func:`proxy_refused`): no
+    row's fault, and no outage.
     """
     status = response.status_code
     if status == 407:
@@ -232,7 +236,8 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
         if status == 402:
             raise QuotaExceededError(f"{provider} quota exhausted (HTTP 402){why}",
                                      provider=provider, status_code=status)
-        raise AuthenticationError(f"{provider} refused the credentials (HTTP {status}){why}",
+        what = "the credentials" if secrets else "the request, which carried no API key,"
+        raise AuthenticationError(f"{provider} refused {what} (HTTP {status}){why}",
                                   provider=provider, status_code=status)
     if status in (429, 503):
         date = response_date(response)
@@ -242,11 +247,26 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
         raise RateLimitError(
             f"{provider} is throttling (HTTP {status})",
             retry_after=hint, provider=provider, status_code=status)
-    if status >= 500:  # what it said: a proxy's or a gateway's page tells whose failure it is
-        why = said(response, secrets)
+    if status >= 500 or status in _NOT_NOW:
+        why = said(response, secrets)  # a proxy's or a gateway's page tells whose failure it is
+        what = _NOT_NOW.get(status, "is unavailable")
         raise ProviderUnavailableError(
-            f"{provider} is unavailable (HTTP {status}){f': {why}' if why else ''}",
+            f"{provider} {what} (HTTP {status}){f': {why}' if why else ''}",
             provider=provider, status_code=status)
+
+
+#: 4xx statuses that say "not now", not "not this query": retried as an outage is. A 408
+#: is a server (or a proxy) that gave up waiting for the request, often on a keep-alive
+#: connection it was closing as the request came; a 425 one that will not risk a replay.
+_NOT_NOW = {408: "timed out waiting for the request", 425: "would not take the request yet"}
+
+
+def _absolute(response: httpx.Response, location: str) -> str:
+    """``location`` joined to the URL of the request ``response`` answers, if it has one."""
+    try:
+        return str(response.request.url.copy_with(query=None, fragment=None).join(location))
+    except (RuntimeError, httpx.InvalidURL, ValueError):  # no request; a Location httpx refuses
+        return location
 
 
 def proxy_refused(provider: str, why: str = "", *, status: int = 407) -> AuthenticationError:
@@ -301,13 +321,18 @@ def decode_json(response: httpx.Response, provider: str, secrets: tuple[str, ...
     Bodies that are not JSON, not UTF-8, numbers of thousands of digits and nesting
     deeper than Python parses are all refused the same way. A lone surrogate or a NUL that
     JSON escapes (``"\\ud800"``, ``"\\u0000"``) is read as U+FFFD: no store or file could
-    hold it.
+    hold it. An empty body (a 204, a 200 cut to nothing by a proxy) is said to be empty; the
+    message names the ``Content-Type`` where there is one (``text/html``: a captive
+    portal's page, a block page).
     """
     try:
         return _json(response)
     except (ValueError, UnicodeError, RecursionError) as exc:
+        what = "an empty body" if not response.content.strip() else "a body that is not JSON"
+        kind = safe_text(response.headers.get("content-type", "").split(";", 1)[0].strip(),
+                         secrets, 100)
         raise ProviderResponseError(
-            f"{provider} sent a body that is not JSON (HTTP {response.status_code})",
+            f"{provider} sent {what} (HTTP {response.status_code}{f', {kind}' if kind else ''})",
             raw=redact(_prefix(response), secrets), provider=provider,
             status_code=response.status_code,
         ) from exc
@@ -330,7 +355,9 @@ def redirected(response: httpx.Response, provider: str, secrets: tuple[str, ...]
     """A 3xx: not the answer, whatever its body holds; redirects are not followed (one
     would carry the request, key and all, wherever the server points).
 
-    The reason names where it points, without its query string.
+    The reason names where it points (a relative ``Location`` made absolute against the
+    request's URL), without its query string; a 3xx that points nowhere (a 304 to a
+    request that was not conditional, a 307 without ``Location``) says so instead.
 
     >>> moved = httpx.Response(301, headers={"Location": "https://geo.example/search?key=k"})
     >>> where, advice = redirected(moved, "nominatim").reason.split(", ")
@@ -338,9 +365,18 @@ def redirected(response: httpx.Response, provider: str, secrets: tuple[str, ...]
     'nominatim answered a redirect (HTTP 301) to https://geo.example/search'
     >>> advice
     'not followed: use the address it points to as the base URL'
+    >>> redirected(httpx.Response(304), "photon").reason  # doctest: +NORMALIZE_WHITESPACE
+    'photon answered HTTP 304 (not modified) to a request that was not conditional: not an
+    answer (a cache or a proxy on the way?)'
     """
-    location = response.headers.get("location", "").split("?", 1)[0].split("#", 1)[0]
-    where = f" to {safe_text(location, secrets, 200)}" if location.strip() else ""
-    return Failure(reason=f"{provider} answered a redirect (HTTP {response.status_code}){where}, "
+    status = response.status_code
+    location = response.headers.get("location", "").split("?", 1)[0].split("#", 1)[0].strip()
+    if not location:
+        what = ("HTTP 304 (not modified) to a request that was not conditional" if status == 304
+                else f"a redirect (HTTP {status}) that points nowhere (no Location)")
+        return Failure(reason=f"{provider} answered {what}: not an answer (a cache or a proxy "
+                              "on the way?)", error="ProviderResponseError", provider=provider)
+    where = safe_text(_absolute(response, location), secrets, 200)
+    return Failure(reason=f"{provider} answered a redirect (HTTP {status}) to {where}, "
                           "not followed: use the address it points to as the base URL",
                    error="ProviderResponseError", provider=provider)

@@ -31,6 +31,10 @@ EPOCH = int(NOW.timestamp())
         ({"X-RateLimit-Reset": f"{EPOCH + 2}.5"}, 2.5),
         ({"X-RateLimit-Reset": str(EPOCH - 100)}, 0.0),  # already past: no wait
         ({"X-RateLimit-Reset": "0"}, 0.0),
+        ({"X-RateLimit-Reset": str(EPOCH * 1000 + 42_000)}, 42.0),  # in milliseconds
+        ({"RateLimit-Reset": str(EPOCH * 1000 + 2_500)}, 2.5),
+        ({"X-RateLimit-Reset": f"{EPOCH * 1000 + 7_000}.0"}, 7.0),
+        ({"X-RateLimit-Reset": str(EPOCH * 1000 - 5_000)}, 0.0),  # already past
         ({"X-RateLimit-Reset": "9" * 20}, 1e9),  # far ahead: the documented ceiling
         ({"RateLimit": '"a";r=0;t=' + "9" * 20}, 1e9),
     ],

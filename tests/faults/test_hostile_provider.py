@@ -147,6 +147,18 @@ def test_a_provider_that_refuses_connections_ends_with_a_clear_error_and_keeps_f
     assert cached_keys(cache) == 2  # what was finished before is still there
 
 
+def test_a_provider_that_resets_connections_ends_saying_so(sim: ProviderSimulator,
+                                                          tmp_path: Path) -> None:
+    """httpx's ReadError for a reset says nothing: the error and the rows' reasons said
+    "connection failed (ReadError)", not what the OSError under it says."""
+    sim.outage("reset")
+    with pytest.raises(ProviderUnavailableError, match="unreachable") as info:
+        run(sim, [f"Teststrasse {i}, 9490 Vaduz" for i in range(8)], tmp_path / "c.sqlite",
+            circuit_failures=3, circuit_timeout_seconds=1.0)
+    assert "Connection reset by peer)" in str(info.value)  # "(ReadError: [Errno 104] ...)"
+    assert_no_secret(str(info.value))
+
+
 def test_a_provider_that_answers_nothing_but_503_ends_with_a_clear_error_and_keeps_finished_rows(
         sim: ProviderSimulator, tmp_path: Path) -> None:
     # A backend down behind a proxy answers 503 for ever (here 60 times, seconds longer

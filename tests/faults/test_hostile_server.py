@@ -9,7 +9,10 @@ counts as much as one in the parser.
 
 from __future__ import annotations
 
+import gzip
 import logging
+import tracemalloc
+import zlib
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -34,6 +37,20 @@ FAST = {"request_deadline_seconds": 2.0, "max_attempts": 2, "rate": 200.0, "conc
         "backoff": Backoff(initial_seconds=0.01, max_seconds=0.05, retry_after_cap_seconds=0.1),
         "gate": "memory://"}
 
+
+
+def _gzipped_zeros(megabytes: int) -> bytes:
+    """``megabytes`` MB of zeros, gzipped: about a thousandth of that."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    zeros = bytes(1 << 20)
+    return b"".join(deflate.compress(zeros) for _ in range(megabytes)) + deflate.flush()
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return deflate.compress(data) + deflate.flush()
+
+
 #: name -> (status, headers, body)
 ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     # JSON may escape a lone UTF-16 surrogate; no UTF-8 store or file can hold one.
@@ -52,9 +69,18 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     "moved-json": (301, [("Location", "http://127.0.0.1:9/elsewhere{target}")], GOOD),
     "redirect-loop": (302, [("Location", "{target}")], b""),
     "redirect-bare": (307, [], b""),
+    "moved-relative": (308, [("Location", "/v2{target}")], b""),
+    # A cache on the way answering a request that asked for no cached copy.
+    "not-modified": (304, [], b""),
     # Numeric strings float() reads but no provider means: "4_7" is 47.0 to Python.
     "digit-separators": (200, [], b'[{"lat": "4_7.1", "lon": "9_5", "display_name": "x"}]'),
     "other-digits": (200, [], '[{"lat": "\u0664\u0667", "lon": "9.5", "display_name": "x"}]'.encode()),
+    # A gzip bomb gzipped again: a body of a few hundred bytes that inflates to 100 MB.
+    "gzip-bomb": (200, [("Content-Encoding", "gzip, gzip")], gzip.compress(_gzipped_zeros(100))),
+    # Codings servers do stack or send raw: the answer is read all the same.
+    "gzip-twice": (200, [("Content-Encoding", "gzip"), ("Content-Encoding", "x-gzip")],
+                   gzip.compress(gzip.compress(GOOD))),
+    "deflate-raw": (200, [("Content-Encoding", "Deflate")], _raw_deflate(GOOD)),
 }
 
 
@@ -132,17 +158,27 @@ def test_a_header_that_echoes_the_key_is_not_logged_with_it(
     assert SECRET not in caplog.text
 
 
-@pytest.mark.parametrize("answer", ["moved-json", "redirect-loop", "redirect-bare"])
+@pytest.mark.parametrize("answer", ["moved-json", "redirect-loop", "moved-relative", "redirect-bare",
+                                    "not-modified"])
 def test_a_redirect_fails_its_row_with_the_reason_and_is_never_read_as_an_answer(
         url: str, tmp_path: Path, answer: str) -> None:
     result = run(url, ["Vaduz", f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
     assert result["geocode_status"].tolist() == ["matched", "failed"]
     row = result.iloc[1]
+    reason = row["geocode_reason"]
     assert row["geocode_attempts"] == 1  # not retried: the next answer would be the same
-    assert "answered a redirect (HTTP 3" in row["geocode_reason"]
-    assert "use the address it points to as the base URL" in row["geocode_reason"]
+    if answer in ("redirect-bare", "not-modified"):  # no address to point to: none is advised
+        assert "not an answer (a cache or a proxy on the way?)" in reason
+        assert "use the address" not in reason
+        assert ("(not modified) to a request that was not conditional" in reason) == (
+            answer == "not-modified")
+    else:
+        assert "answered a redirect (HTTP 3" in reason
+        assert "use the address it points to as the base URL" in reason
     if answer == "moved-json":
-        assert "to http://127.0.0.1:9/elsewhere/search," in row["geocode_reason"]
+        assert "to http://127.0.0.1:9/elsewhere/search," in reason
+    if answer == "moved-relative":  # an address the reader can use, not "/v2/search"
+        assert f"to {url}/v2/search," in reason
     assert SECRET not in result.to_csv()
 
 
@@ -152,3 +188,25 @@ def test_a_coordinate_that_is_not_a_decimal_number_fails_its_row(url: str, tmp_p
     result = run(url, ["Vaduz", f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
     assert result["geocode_status"].tolist() == ["matched", "failed"]
     assert "is not a decimal number" in result["geocode_reason"].iloc[1]
+
+
+def test_a_gzip_bomb_fails_its_row_without_ever_holding_more_than_the_cap(url: str,
+                                                                          tmp_path: Path) -> None:
+    """httpx inflates each chunk it reads in one go: a body gzipped twice, a few hundred
+    bytes, took 100 MB (and as much as its sender liked) before the cap was checked."""
+    tracemalloc.start()
+    try:
+        result = run(url, ["Vaduz", "Landstrasse 1, Vaduz #answer=gzip-bomb"], tmp_path / "c.sqlite",
+                     max_response_bytes=1_000_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result["geocode_status"].tolist() == ["matched", "failed"]
+    assert "answered more than 1,000,000 bytes" in result["geocode_reason"].iloc[1]
+    assert peak < 20_000_000  # the cap, a piece beyond it, and the run's own: not 100 MB
+
+
+@pytest.mark.parametrize("answer", ["gzip-twice", "deflate-raw"])
+def test_an_answer_in_codings_stacked_or_raw_is_read(url: str, tmp_path: Path, answer: str) -> None:
+    result = run(url, [f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
+    assert result["geocode_status"].tolist() == ["matched"]

@@ -397,6 +397,12 @@ def test_a_proxy_that_cannot_reach_the_provider_fails_the_rows_with_what_it_said
 @pytest.mark.parametrize(("variable", "value", "why"), [
     ("HTTP_PROXY", f"ftp://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:2121", "Unknown scheme"),
     ("ALL_PROXY", f"socks5://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:1080", "socks"),
+    # a traceback (httpx.InvalidURL), and every row failed on a port no proxy can have
+    ("HTTP_PROXY", f"http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:squid", "HTTP_PROXY"),
+    ("HTTPS_PROXY", "http://[::1:3128", "HTTPS_PROXY cannot be used (Invalid IPv6 URL)"),
+    ("HTTP_PROXY", f"http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:99999", "Port out of range"),
+    ("ALL_PROXY", "127.0.0.1:0", "ALL_PROXY cannot be used (port 0)"),
+    ("NO_PROXY", "localhost:abc", "NO_PROXY"),  # it blamed HTTP_PROXY, which was fine
 ])
 def test_a_proxy_from_the_environment_that_cannot_be_used_stops_the_run_naming_it(
         plain: str, monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
@@ -409,6 +415,8 @@ def test_a_proxy_from_the_environment_that_cannot_be_used_stops_the_run_naming_i
         else:
             pytest.skip("socksio is installed: httpx can use a SOCKS proxy")
     monkeypatch.setenv(variable, value)
+    if variable == "NO_PROXY":
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:3128")
     with pytest.raises(ConfigurationError) as caught:
         run(plain, ["Vaduz"])
     message = str(caught.value)

@@ -260,6 +260,43 @@ def test_bodies_that_do_not_parse_are_failures(name: str, content: bytes) -> Non
     assert isinstance(outcome, Failure) and outcome.error == "ProviderResponseError"
 
 
+PORTAL = (b"<!DOCTYPE html><html><head><title>Sign in</title><script>var s = 1;</script></head>"
+          b"<body><h1>Welcome to Hotel WiFi</h1><p>Accept the terms to continue.</p></body></html>")
+
+
+@pytest.mark.parametrize("content", [
+    PORTAL,  # a captive portal, a proxy's block page: in a 200, no JSON at all
+    json.dumps({"error": "Welcome to Hotel WiFi. Accept the terms to continue."}).encode(),
+    json.dumps({"error": {"message": "Welcome to Hotel WiFi. Accept the terms to continue."}}).encode(),
+], ids=["html", "error", "error-object"])
+@pytest.mark.parametrize("query", [TEXT, POINT], ids=["forward", "reverse"])
+def test_a_200_that_is_no_answer_fails_the_row_saying_what_it_says(
+        name: str, content: bytes, query: Query | ReverseQuery) -> None:
+    """A reason such as "answer without a results list" or "a body that is not JSON" did
+    not tell that the network asked to sign in (or what error the provider gave)."""
+    if name == "census" and query is POINT:
+        pytest.skip("census has no reverse endpoint")
+    outcome = parse(name, 200, content, {"Content-Type": "text/html"}, query=query)
+    if isinstance(outcome, ProviderError):  # an error object read as the provider's own error
+        assert "Welcome to Hotel WiFi" in str(outcome)
+        return
+    assert isinstance(outcome, Failure), outcome
+    assert "Welcome to Hotel WiFi" in outcome.reason
+    assert "var s" not in outcome.reason and "<" not in outcome.reason
+
+
+@pytest.mark.parametrize(("status", "content", "headers", "said"), [
+    (204, b"", {}, "sent an empty body (HTTP 204)"),
+    (200, b" \r\n", {"Content-Type": "application/json"}, "sent an empty body (HTTP 200, application/json)"),
+    (200, PORTAL, {"Content-Type": "text/html; charset=utf-8"}, "not JSON (HTTP 200, text/html)"),
+])
+def test_a_body_that_is_empty_or_of_another_type_is_said_to_be(
+        name: str, status: int, content: bytes, headers: dict[str, str], said: str) -> None:
+    """"a body that is not JSON (HTTP 204)" for no body at all, and no word of the HTML."""
+    outcome = parse(name, status, content, headers)
+    assert isinstance(outcome, Failure) and said in outcome.reason, outcome
+
+
 def test_a_bogus_charset_does_not_crash(name: str) -> None:
     headers = {"Content-Type": "application/json; charset=no-such-codec"}
     content = json.dumps(load(name, "match")["json"]).encode()

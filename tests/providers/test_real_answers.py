@@ -272,3 +272,60 @@ def test_nginx_limit_req_as_it_ships_paces_the_fleet_down_as_its_429_does() -> N
         assert all(isinstance(o, Match) for o in outcomes)
         refused = statuses.count(status)
         assert refused <= 5 and factor <= 0.55, (status, refused, factor)  # cut to the limit
+
+
+@pytest.mark.parametrize("status", [408, 425])
+def test_a_request_timeout_or_too_early_is_retried_not_the_rows_failure(status: int) -> None:
+    """A 408 (a server or proxy that gave up waiting for the request: Go's net/http and
+    Apache send one on a keep-alive connection they close) and a 425 say "not now", not
+    "not this query": the row is sent again and matches, not failed as a query refused."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    with Scripted([(status, {"Content-Type": "text/plain", "Connection": "close"}, b"Request Timeout"),
+                   (200, {"Content-Type": "application/json"}, match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    assert outcomes[0].attempts == 2 and throttles == []
+
+
+@pytest.mark.parametrize("header", ["X-RateLimit-Reset", "RateLimit-Reset"])
+def test_a_429_saying_its_reset_in_unix_milliseconds_waits_until_then(header: str) -> None:
+    """Some gateways send the reset as a Unix time in milliseconds: read as seconds it was
+    about 56 000 years ahead, and the fleet paused for the whole cap (300 s), not 20 s."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    reset = str(int(time.time() * 1000) + 20_000)  # measured from the answer's own Date
+    with Scripted([(429, {"X-RateLimit-Remaining": "0", header: reset}, b"Too Many Requests"),
+                   (200, {"Content-Type": "application/json"}, match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    throttle, = throttles
+    assert throttle.retry_after is not None and 15.0 < throttle.retry_after <= 21.0
+    assert throttle.wait_seconds < 60.0
+
+
+def test_a_retry_after_with_a_fraction_is_waited_out() -> None:
+    """``Retry-After: 1.5`` is not RFC 9110's integer, but servers send it: ignored, the
+    retry went after a bare backoff (0.76 s here), before the server would take it."""
+    match = json.dumps(load("nominatim", "match")["json"]).encode()
+    with Scripted([(429, {"Retry-After": "1.5"}, b"Too Many Requests"),
+                   (200, {"Content-Type": "application/json"}, match)]) as server:
+        outcomes, throttles = nominatim_run(server)
+    assert isinstance(outcomes[0], Match) and len(server.seen) == 2
+    throttle, = throttles
+    assert (throttle.cause, throttle.retry_after) == ("retry-after", 1.5)
+    assert throttle.wait_seconds >= 1.5
+
+
+CHALLENGE = (b'<!DOCTYPE html><html lang="en-US"><head><title>Just a moment...</title></head>'
+             b"<body><h1>Checking if the site connection is secure</h1><script>var x = 1;</script>"
+             b"</body></html>")
+
+
+def test_a_403_to_a_request_without_a_key_stops_the_run_without_speaking_of_credentials() -> None:
+    """A bot challenge or a block page in front of a keyless provider (Nominatim, Photon)
+    ended the run with "refused the credentials (HTTP 403)": there were none to fix."""
+    challenge = (403, {"Content-Type": "text/html; charset=UTF-8"}, CHALLENGE)
+    with Scripted([challenge]) as server, pytest.raises(AuthenticationError) as caught:
+        nominatim_run(server)
+    message = str(caught.value)
+    assert "credentials" not in message and "carried no API key" in message
+    assert "HTTP 403" in message and "Checking if the site connection is secure" in message

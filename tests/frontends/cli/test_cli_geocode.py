@@ -233,6 +233,26 @@ def test_nominatim_without_a_user_agent_is_refused(csv_path: Path, tmp_path: Pat
     assert "user_agent" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("base_url", "message"), [
+    ("http://[::1", "Invalid IPv6 URL"),  # a traceback (ValueError from urlsplit)
+    ("http://127.0.0.1:99999", "Port out of range"),  # every row failed, "ExceptionGroup: ..."
+    ("http://127.0.0.1:http", "Port could not be cast"),
+    ("http://127.0.0.1:0", "port 0"),
+    ("http://me:hunter2@127.0.0.1:99999", "Port out of range"),
+    ("ftp://me:hunter2@127.0.0.1", "must be an http(s) URL"),
+])
+def test_a_base_url_that_is_not_usable_exits_2_saying_why_before_sending(
+        csv_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], base_url: str,
+        message: str) -> None:
+    out = tmp_path / "x.gpkg"
+    argv = ["geocode", str(csv_path), "-o", str(out), "--base-url", base_url, "--user-agent",
+            "geotoolkit-tests/1.0 (tests@example.org)", "--gate", "memory://", "--cache", "none"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "base_url" in err and message in err
+    assert "hunter2" not in err and not out.exists()
+
+
 @pytest.mark.parametrize("sep", [";", "\t", "|"])
 def test_a_csv_with_another_delimiter_is_read_by_its_header(
         sep: str, sim: ProviderSimulator, tmp_path: Path) -> None:
