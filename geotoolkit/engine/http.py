@@ -199,6 +199,9 @@ async def send(
     check = request.extensions.get(BEFORE_SEND)
     if check is not None and not await check():
         raise SendVoided
+    # What ``_read`` undoes, said: with no Accept-Encoding any coding is acceptable (RFC
+    # 9110), and a request built apart from the client carries none of its headers.
+    request.headers.setdefault("Accept-Encoding", ACCEPT_ENCODING)
     try:
         async with asyncio.timeout(deadline_seconds):
             response = await client.send(request, stream=True)
@@ -302,6 +305,9 @@ async def _pieces(response: httpx.Response) -> AsyncIterator[bytes]:
         return
     yield whole
 
+
+#: The content codings every request asks for: those the bounded inflater below undoes.
+ACCEPT_ENCODING = "gzip, deflate"
 
 #: The most bytes one step of decompression makes at once.
 _PIECE = 65_536

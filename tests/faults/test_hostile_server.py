@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
@@ -210,3 +210,33 @@ def test_a_gzip_bomb_fails_its_row_without_ever_holding_more_than_the_cap(url: s
 def test_an_answer_in_codings_stacked_or_raw_is_read(url: str, tmp_path: Path, answer: str) -> None:
     result = run(url, [f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
     assert result["geocode_status"].tolist() == ["matched"]
+
+
+
+class _Negotiating(Quiet):
+    """A server that picks the coding of its answer from the request's ``Accept-Encoding``,
+    as CDNs do: gzip when asked for, and with no such header (any coding is then acceptable,
+    RFC 9110) Brotli (the body here is no real Brotli: nothing here reads Brotli). It keeps
+    every ``Accept-Encoding`` it got."""
+
+    accepted: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        offered = self.headers.get("Accept-Encoding", "")
+        type(self).accepted.append(offered)
+        if "gzip" in [coding.strip() for coding in offered.split(",")]:
+            self.reply(200, [("Content-Encoding", "gzip")], gzip.compress(GOOD))
+        else:
+            self.reply(200, [("Content-Encoding", "br")], b"\x1b\x3c\x00\xf8\xa5\x40")
+
+
+def test_every_request_asks_for_the_codings_it_can_read(tmp_path: Path) -> None:
+    """Requests are built apart from the client and carried no Accept-Encoding: a server
+    may then answer in any coding, and one in Brotli failed every row as not JSON."""
+    _Negotiating.accepted = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Negotiating)
+    server.daemon_threads = True
+    with serving(server):
+        result = run(f"http://127.0.0.1:{server.server_address[1]}", ["Vaduz"], tmp_path / "c.sqlite")
+    assert result["geocode_status"].tolist() == ["matched"]
+    assert _Negotiating.accepted == ["gzip, deflate"]
