@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -96,23 +97,33 @@ def csv_delimiter(header: str) -> str:
     return best if counts[best] else ","
 
 
+#: Excel's first line naming a CSV's delimiter: ``sep=;`` (it is no row and no header).
+_EXCEL_SEP = re.compile(r"sep=(.)", re.IGNORECASE)
+
+
 def read_csv_text(path: Path) -> pd.DataFrame:
     """A CSV with every cell as text (empty cells missing), as the command line reads it:
     UTF-8 (with or without a byte order mark), its delimiter read off its header
-    (``csv_delimiter``). A file in another encoding is refused with what to do, not
-    read as something it is not; so is a header naming a column twice, or a row with
-    more cells than the header (an address with an unquoted delimiter), which pandas
-    would otherwise rename (``address.1``) or shift into the index."""
+    (``csv_delimiter``), or named by a first line such as ``sep=;`` (Excel's hint, which
+    some exports write above the header). A file in another encoding is refused with
+    what to do, not read as something it is not; so is a header naming a column twice,
+    or a row with more cells than the header (an address with an unquoted delimiter),
+    which pandas would otherwise rename (``address.1``) or shift into the index."""
     try:
         with open(path, "rb") as file:
-            first = file.readline(1 << 16)
-        header = first.decode("utf-8-sig", errors="replace").rstrip("\r\n")
-        sep = csv_delimiter(header)
+            lines = [file.readline(1 << 16) for _ in range(2)]
+        header, second = (line.decode("utf-8-sig", errors="replace").rstrip("\r\n")
+                          for line in lines)
+        hint = _EXCEL_SEP.fullmatch(header)
+        if hint is not None:
+            header = second
+        sep = hint.group(1) if hint is not None else csv_delimiter(header)
         _check_header(path, header, sep)
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
             return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
-                               encoding="utf-8-sig", index_col=False)
+                               encoding="utf-8-sig", index_col=False,
+                               skiprows=1 if hint is not None else None)
     except ConfigurationError:
         raise
     except UnicodeDecodeError as exc:

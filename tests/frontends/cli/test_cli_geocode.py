@@ -249,6 +249,21 @@ def test_a_csv_with_another_delimiter_is_read_by_its_header(
     assert sorted(str(r.query) for r in sim.requests) == sorted(a.casefold() for _, a in rows)
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_csv_whose_first_line_names_its_delimiter_is_read_by_it(
+        newline: str, sim: ProviderSimulator, tmp_path: Path) -> None:
+    """Excel's ``sep=;`` above the header (some exports write it so that Excel opens the
+    file right anywhere) names the delimiter: it was read as the header, and the run
+    refused with "column 'address' not in the frame; available columns: sep=, Unnamed: 1"."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    rows = [(0, "Städtle 38, 9490 Vaduz"), (1, "Landstrasse 19, 9494 Schaan")]
+    lines = ["sep=;", "id;address", *(f"{i};{a}" for i, a in rows)]
+    path.write_bytes(("\ufeff" + newline.join(lines) + newline).encode())
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert sorted(zip(geocoded["id"].astype(int), geocoded["address"], strict=True)) == rows
+
+
 def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
