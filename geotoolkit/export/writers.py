@@ -29,14 +29,17 @@ from geotoolkit.export.letters import dead_letters
 __all__ = ["write_geopackage", "write_geoparquet", "write_results"]
 
 
-def _plain(frame: pd.DataFrame, *, categories: bool = True) -> pd.DataFrame:
-    """Object (and, for GDAL, categorical) columns as text: one field type per column."""
+def _plain(frame: pd.DataFrame, *, gdal: bool = True) -> pd.DataFrame:
+    """Object columns (and, for GDAL, categorical and string ones) as text: one field type
+    per column. GDAL ends a text at a NUL character (``"Va\\x00duz"`` was written ``"Va"``,
+    the rest of the cell lost): for it a NUL is written as the escape ``\\x00``."""
     out = pd.DataFrame(frame).copy()
     for name in out.columns:
         dtype = out[name].dtype
-        categorical = categories and isinstance(dtype, pd.CategoricalDtype)
-        if name != "geometry" and (pd.api.types.is_object_dtype(dtype) or categorical):
-            out[name] = out[name].astype(object).map(_text)
+        text = pd.api.types.is_object_dtype(dtype) or (gdal and (
+            isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype)))
+        if name != "geometry" and text:
+            out[name] = out[name].astype(object).map(_gdal_text if gdal else _text)
     return out
 
 
@@ -53,6 +56,13 @@ def _text(value: object) -> str | None:
     if value is None or (not isinstance(value, str) and _missing(value)):
         return None
     return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _gdal_text(value: object) -> str | None:
+    """:func:`_text`, with a NUL character as the escape ``\\x00`` (GDAL would end the text
+    there)."""
+    text = _text(value)
+    return None if text is None else text.replace("\x00", "\\x00")
 
 
 #: GDAL names a GeoPackage's geometry column ``geom``, which an input column of that name
@@ -218,7 +228,7 @@ def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
         import pyarrow
     except ImportError as exc:
         raise ExportError("GeoParquet needs pyarrow: pip install 'geotoolkit[parquet]'") from exc
-    frame = gpd.GeoDataFrame(_plain(result, categories=False), geometry=result.geometry.name,
+    frame = gpd.GeoDataFrame(_plain(result, gdal=False), geometry=result.geometry.name,
                              crs=result.crs)
     with _into_place(target, partial, "GeoParquet", (*_ERRORS, pyarrow.ArrowException)):
         frame.to_parquet(partial, index=True, compression="zstd")

@@ -1,0 +1,30 @@
+"""GeoPackage export of text an input table brought: nothing of a cell is lost on the way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from geotoolkit.export import read_results, write_results
+from geotoolkit.orchestration.frame import outcomes_frame
+from geotoolkit.results import Failure, Match
+
+
+@pytest.mark.parametrize("dtype", [object, "string"])
+def test_a_nul_character_is_written_as_an_escape_not_where_the_text_ends(
+        tmp_path: Path, dtype: object) -> None:
+    """GDAL ends a text at a NUL: the dead letter of ``"Va\\x00duz"`` (refused for its NUL,
+    "at position 2") read ``"Va"``, and a note ``"c\\x00d"`` of a matched row ``"c"``, the
+    rest of each cell gone without a word. The NUL is kept as the escape ``\\x00``."""
+    frame = pd.DataFrame({"address": ["Vaduz", "Va\x00duz"], "note": ["c\x00d", "a\x00b"]},
+                         dtype=dtype)
+    outcomes = [Match(lon=9.52, lat=47.14, label="Vaduz", provider="nominatim"),
+                Failure(reason="address contains a NUL character (at position 2)",
+                        error="InvalidInput", provider="nominatim")]
+    target = tmp_path / "out.gpkg"
+    assert write_results(outcomes_frame(frame, outcomes), target) == (1, 1)
+    back = read_results(target)
+    assert back[["address", "note"]].to_dict("records") == [
+        {"address": "Vaduz", "note": "c\\x00d"}, {"address": "Va\\x00duz", "note": "a\\x00b"}]
