@@ -103,17 +103,17 @@ _EXCEL_SEP = re.compile(r"sep=(.)", re.IGNORECASE)
 
 def read_csv_text(path: Path) -> pd.DataFrame:
     """A CSV with every cell as text (empty cells missing), as the command line reads it:
-    UTF-8 (with or without a byte order mark), its delimiter read off its header
+    UTF-8 (with or without a byte order mark), or UTF-16 with its byte order mark (what
+    Excel saves as "Unicode Text"), its delimiter read off its header
     (``csv_delimiter``), or named by a first line such as ``sep=;`` (Excel's hint, which
     some exports write above the header). A file in another encoding is refused with
     what to do, not read as something it is not; so is a header naming a column twice,
     or a row with more cells than the header (an address with an unquoted delimiter),
     which pandas would otherwise rename (``address.1``) or shift into the index."""
     try:
-        with open(path, "rb") as file:
-            lines = [file.readline(1 << 16) for _ in range(2)]
-        header, second = (line.decode("utf-8-sig", errors="replace").rstrip("\r\n")
-                          for line in lines)
+        encoding = _encoding(path)
+        with open(path, encoding=encoding, errors="replace", newline="") as file:
+            header, second = (file.readline(1 << 16).rstrip("\r\n") for _ in range(2))
         hint = _EXCEL_SEP.fullmatch(header)
         if hint is not None:
             header = second
@@ -122,7 +122,7 @@ def read_csv_text(path: Path) -> pd.DataFrame:
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
             return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
-                               encoding="utf-8-sig", index_col=False,
+                               encoding=encoding, index_col=False,
                                skiprows=1 if hint is not None else None)
     except ConfigurationError:
         raise
@@ -132,8 +132,19 @@ def read_csv_text(path: Path) -> pd.DataFrame:
             f"position {exc.start}); save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")") from exc
     except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
         raise ConfigurationError(f"cannot read {path}: {_parse_problem(exc, sep)}") from exc
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, csv.Error) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+
+
+#: The byte order marks of UTF-16: the file says its encoding itself.
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def _encoding(path: Path) -> str:
+    """``utf-16`` for a file that starts with a UTF-16 byte order mark, else ``utf-8-sig``."""
+    with open(path, "rb") as file:
+        start = file.read(2)
+    return "utf-16" if start in _UTF16_BOMS else "utf-8-sig"
 
 
 def _parse_problem(exc: Exception, sep: str) -> str:

@@ -264,6 +264,21 @@ def test_a_csv_whose_first_line_names_its_delimiter_is_read_by_it(
     assert sorted(zip(geocoded["id"].astype(int), geocoded["address"], strict=True)) == rows
 
 
+@pytest.mark.parametrize(("encoding", "sep"), [("utf-16", "\t"), ("utf-16-be", ";")])
+def test_a_utf16_text_with_its_byte_order_mark_is_read(
+        encoding: str, sep: str, sim: ProviderSimulator, tmp_path: Path) -> None:
+    """Excel's "Unicode Text" is tab-separated UTF-16 with a byte order mark, which names
+    the encoding: it was refused with "it is not UTF-8 text (byte 0xff at position 0)"."""
+    path, out = tmp_path / "in.txt", tmp_path / "out.gpkg"
+    rows = [(0, "Städtle 38, 9490 Vaduz"), (1, f'"Landstrasse 19{sep} 9494 Schaan"')]
+    text = "".join(f"{line}\r\n" for line in [f"id{sep}address", *(f"{i}{sep}{a}" for i, a in rows)])
+    path.write_bytes(("\ufeff" + text).encode(encoding))
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert sorted(zip(geocoded["id"].astype(int), geocoded["address"], strict=True)) == [
+        (i, a.strip('"')) for i, a in rows]
+
+
 def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
