@@ -279,6 +279,20 @@ def test_a_utf16_text_with_its_byte_order_mark_is_read(
         (i, a.strip('"')) for i, a in rows]
 
 
+def test_a_csv_with_carriage_returns_alone_as_line_ends_is_read(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    """Excel for the Mac's "CSV (Macintosh)" ends lines with CR alone: the header was read
+    as the whole file, and the run ended in a traceback (_csv.Error: new-line character
+    seen in unquoted field)."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    rows = [(0, "Städtle 38, 9490 Vaduz"), (1, "Landstrasse 19, 9494 Schaan")]
+    path.write_bytes("".join(f'{line}\r' for line in ["id,address", *(f'{i},"{a}"' for i, a in rows)])
+                     .encode())
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert sorted(zip(geocoded["id"].astype(int), geocoded["address"], strict=True)) == rows
+
+
 def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
