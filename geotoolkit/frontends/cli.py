@@ -232,7 +232,7 @@ def _add_reverse(sub: Any) -> None:
                     "(geocode_distance_m); the geometry stays the input point, in EPSG:4326.")
     rev.add_argument("input", type=Path,
                      help="the points: a vector file (.gpkg, .geojson, .shp, ...), .parquet, or "
-                          ".csv with --lon and --lat")
+                          "a CSV (.csv, .tsv, .txt) with --lon and --lat")
     _add_output(rev)
     where = rev.add_argument_group("where the points are")
     where.add_argument("--lon", metavar="COLUMN",

@@ -5,7 +5,8 @@
     job = reverse_job_from_file("fixes.csv", options, lon="x", lat="y", crs="EPSG:2056")
     result = job.run_sync()
 
-A CSV needs ``lon`` and ``lat`` (the names of its columns: never guessed, and kept
+A CSV (a file named ``.csv``, ``.tsv`` or ``.txt``, read as ``geotoolkit geocode`` reads
+one) needs ``lon`` and ``lat`` (the names of its columns: never guessed, and kept
 in the result as read, as text); its ``crs`` defaults to EPSG:4326. Any other file is
 read with :func:`~geotoolkit.export.read_points` (a vector file GDAL reads, or
 GeoParquet) and reverse geocoded from its own geometry and CRS; ``crs`` may only supply
@@ -31,7 +32,11 @@ from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.orchestration.reverse import ReverseJob
 from geotoolkit.results import REVERSE_DECIMALS
 
-__all__ = ["CSV_DELIMITERS", "csv_delimiter", "read_csv_text", "reverse_job_from_file"]
+__all__ = ["CSV_DELIMITERS", "CSV_SUFFIXES", "csv_delimiter", "read_csv_text",
+           "reverse_job_from_file"]
+
+#: The suffixes of the files read as CSV text: tab-separated files are named either way.
+CSV_SUFFIXES = (".csv", ".tsv", ".txt")
 
 
 def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions, *,
@@ -48,7 +53,7 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
         :class:`~geotoolkit.orchestration.reverse.ReverseJob` refuses.
     """
     source = Path(path)
-    if source.suffix.lower() == ".csv":
+    if source.suffix.lower() in CSV_SUFFIXES:
         if lon is None or lat is None:
             raise ConfigurationError("a CSV needs --lon and --lat: the names of its coordinate "
                                      "columns (they are never guessed)")

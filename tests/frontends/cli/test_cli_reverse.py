@@ -125,6 +125,20 @@ def test_swiss_coordinates_without_crs_exit_2_naming_it_and_send_nothing(
     assert sim.requests == [] and not out.exists()
 
 
+@pytest.mark.parametrize("name", ["fixes.tsv", "fixes.txt", "FIXES.TSV"])
+def test_a_tab_separated_file_is_read_as_csv_text(name: str, sim: ProviderSimulator,
+                                                 tmp_path: Path) -> None:
+    """``geotoolkit geocode`` reads a ``.tsv`` or ``.txt`` as CSV text; ``reverse`` took it
+    for a vector file and refused its columns: "--lon and --lat are for a CSV; fixes.tsv
+    has its own geometry" (and without them, "needs a GeoDataFrame of Points")."""
+    source, out = tmp_path / name, tmp_path / "addresses.gpkg"
+    source.write_text(f"fix\tx\ty\na\t{NEAR_STAEDTLE[0]}\t{NEAR_STAEDTLE[1]}\n", encoding="utf-8")
+    assert main(argv(sim, source, out, "--lon", "x", "--lat", "y", "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert geocoded.fix.tolist() == ["a"] and geocoded.geocode_status.tolist() == ["matched"]
+    assert [r.query for r in sim.requests] == ["reverse:9.521970,47.139760"]
+
+
 def test_csv_without_named_columns_exits_2_and_sends_nothing(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "fixes.csv"
