@@ -53,6 +53,8 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
         :class:`~geotoolkit.orchestration.reverse.ReverseJob` refuses.
     """
     source = Path(path)
+    if source.suffix.lower() in _WORKBOOK_SUFFIXES:
+        raise _workbook(source)
     if source.suffix.lower() in CSV_SUFFIXES:
         if lon is None or lat is None:
             raise ConfigurationError("a CSV needs --lon and --lat: the names of its coordinate "
@@ -112,7 +114,8 @@ def read_csv_text(path: Path) -> pd.DataFrame:
     Excel saves as "Unicode Text"), its delimiter read off its header
     (``csv_delimiter``), or named by a first line such as ``sep=;`` (Excel's hint, which
     some exports write above the header). A file in another encoding is refused with
-    what to do, not read as something it is not; so is a header naming a column twice,
+    what to do, not read as something it is not (a spreadsheet workbook is told to be
+    saved as "CSV UTF-8"); so is a header naming a column twice,
     or a row with more cells than the header (an address with an unquoted delimiter),
     which pandas would otherwise rename (``address.1``) or shift into the index."""
     try:
@@ -145,11 +148,28 @@ def read_csv_text(path: Path) -> pd.DataFrame:
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
+#: How spreadsheet workbooks start: a zip archive (.xlsx, .ods) or an OLE2 file (.xls).
+_WORKBOOKS = (b"PK\x03\x04", b"\xd0\xcf\x11\xe0")
+
+
+#: The suffixes of spreadsheet workbooks, refused by name too (GDAL reads them as tables).
+_WORKBOOK_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".ods")
+
+
+def _workbook(path: Path) -> ConfigurationError:
+    return ConfigurationError(
+        f"cannot read {path}: it is a spreadsheet workbook (.xlsx, .xls or .ods), not CSV "
+        "text; save the sheet as \"CSV UTF-8\" and give that file")
+
+
 def _encoding(path: Path) -> str:
-    """``utf-16`` for a file that starts with a UTF-16 byte order mark, else ``utf-8-sig``."""
+    """``utf-16`` for a file that starts with a UTF-16 byte order mark, else ``utf-8-sig``;
+    a spreadsheet workbook is refused, naming what to save it as."""
     with open(path, "rb") as file:
-        start = file.read(2)
-    return "utf-16" if start in _UTF16_BOMS else "utf-8-sig"
+        start = file.read(4)
+    if start.startswith(_WORKBOOKS):
+        raise _workbook(path)
+    return "utf-16" if start[:2] in _UTF16_BOMS else "utf-8-sig"
 
 
 def _parse_problem(exc: Exception, sep: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -300,6 +301,31 @@ def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
     assert main(_argv(sim, path, out, "--cache", "none")) == 2
     err = capsys.readouterr().err
     assert "not UTF-8 text (byte 0xe4" in err and "save it as UTF-8" in err
+    assert sim.requests == [] and not out.exists()
+
+
+def _workbook(path: Path) -> Path:
+    """A zip archive, as a .xlsx is (its sheet deflated: bytes that are no UTF-8 text)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("xl/worksheets/sheet1.xml", "<row><c><is><t>Vaduz</t></is></c></row>" * 50)
+    return path
+
+
+@pytest.mark.parametrize("name", ["in.xlsx", "in.xls", "in.csv"])
+def test_a_spreadsheet_workbook_is_refused_naming_what_to_save_it_as(
+        name: str, sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A workbook given as the input was refused as "not UTF-8 text (byte 0x87 at position
+    10); save it as UTF-8", which says nothing of the sheet to save as CSV."""
+    path, out = tmp_path / name, tmp_path / "out.gpkg"
+    if name.endswith(".xls"):  # an OLE2 compound file, as Excel 97-2003 writes
+        path.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(range(256)) * 4)
+    else:
+        _workbook(path)
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert err == (f"geotoolkit: cannot read {path}: it is a spreadsheet workbook (.xlsx, .xls "
+                   "or .ods), not CSV text; save the sheet as \"CSV UTF-8\" and give that file\n")
     assert sim.requests == [] and not out.exists()
 
 

@@ -3,6 +3,7 @@ the simulator on loopback."""
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,6 +138,22 @@ def test_a_tab_separated_file_is_read_as_csv_text(name: str, sim: ProviderSimula
     geocoded = pyogrio.read_dataframe(out, layer="geocoded")
     assert geocoded.fix.tolist() == ["a"] and geocoded.geocode_status.tolist() == ["matched"]
     assert [r.query for r in sim.requests] == ["reverse:9.521970,47.139760"]
+
+
+@pytest.mark.parametrize("columns", [("--lon", "x", "--lat", "y"), ()])
+def test_a_spreadsheet_workbook_is_refused_naming_what_to_save_it_as(
+        columns: tuple[str, ...], sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """GDAL reads a .xlsx as a table: with --lon/--lat it was refused as "--lon and --lat
+    are for a CSV; fixes.xlsx has its own geometry", without them as "needs a GeoDataFrame
+    of Points"."""
+    source = tmp_path / "fixes.xlsx"
+    with zipfile.ZipFile(source, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("xl/worksheets/sheet1.xml", "<row><c><v>9.52</v></c></row>")
+    assert main(argv(sim, source, tmp_path / "x.gpkg", *columns, "--cache", "none")) == 2
+    assert "it is a spreadsheet workbook (.xlsx, .xls or .ods), not CSV text; save the sheet " \
+           "as \"CSV UTF-8\"" in capsys.readouterr().err
+    assert sim.requests == []
 
 
 def test_csv_without_named_columns_exits_2_and_sends_nothing(
