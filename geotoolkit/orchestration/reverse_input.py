@@ -140,6 +140,10 @@ def read_csv_text(path: Path) -> pd.DataFrame:
             f"position {exc.start}); save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")") from exc
     except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
         raise ConfigurationError(f"cannot read {path}: {_parse_problem(exc, sep)}") from exc
+    except pd.errors.EmptyDataError as exc:
+        raise ConfigurationError(
+            f"cannot read {path}: it is empty (not even a header); a CSV starts with a line "
+            "naming its columns, e.g. address") from exc
     except (OSError, ValueError, csv.Error) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}") from exc
 

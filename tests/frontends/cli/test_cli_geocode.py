@@ -304,6 +304,19 @@ def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
     assert sim.requests == [] and not out.exists()
 
 
+@pytest.mark.parametrize("body", [b"", b"\n", b"\xef\xbb\xbf", b"\r\n\r\n"])
+def test_an_empty_csv_is_refused_as_empty(body: bytes, sim: ProviderSimulator, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """It was refused with pandas' "No columns to parse from file"."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_bytes(body)
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (
+        f"geotoolkit: cannot read {path}: it is empty (not even a header); a CSV starts with a "
+        "line naming its columns, e.g. address\n")
+    assert sim.requests == [] and not out.exists()
+
+
 def _workbook(path: Path) -> Path:
     """A zip archive, as a .xlsx is (its sheet deflated: bytes that are no UTF-8 text)."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as book:
