@@ -148,7 +148,9 @@ def _add_common(cmd: argparse.ArgumentParser) -> None:
 def _add_output(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("-o", "--output", type=Path, required=True,
                      help="output file: .gpkg (layers geocoded and dead_letters), .parquet or "
-                          ".geoparquet")
+                          ".geoparquet; an existing file is replaced whole, other layers and "
+                          "all, once the run has ended (never appended to; a run that stops "
+                          "leaves it as it was)")
 
 
 def _add_run(cmd: argparse.ArgumentParser) -> None:
