@@ -149,23 +149,37 @@ def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = Fals
     ours = "geocode_status" in frame.columns  # an earlier result: its geocode columns are ours
     # otherwise every column a result adds (lon, lat, geocode_label, ...) is the frame's own
     theirs = [] if ours else [str(c) for c in result_columns(frame.columns)]
-    if _has_own_geometry(frame) and not ours:
-        theirs.append("geometry")
-    if theirs and not overwrite:
-        raise ConfigurationError(
-            f"the frame already has its own {', '.join(theirs)} column(s), which the result "
-            "would replace: rename them, or pass overwrite_columns=True (--overwrite-columns) to "
-            "replace them")
+    active = None if ours else _own_active_geometry(frame)
+    if not ours and "geometry" in frame.columns and \
+            getattr(frame, "_geometry_column_name", None) != "geometry":
+        theirs.append("geometry")  # a plain column of that name (a GeoDataFrame's other one)
+    if (theirs or active) and not overwrite:
+        raise ConfigurationError(_replaced(theirs, active))
 
 
-def _has_own_geometry(frame: pd.DataFrame) -> bool:
-    """Whether the result's geometry would replace something of the frame's: an active
-    geometry with shapes in it, or a column named ``geometry`` that is not an empty
-    active geometry (a GeoDataFrame's other column, a plain frame's column)."""
+def _own_active_geometry(frame: pd.DataFrame) -> str | None:
+    """The name of a GeoDataFrame's active geometry when it holds shapes (an empty one is
+    the result's to fill)."""
     name = getattr(frame, "_geometry_column_name", None)
     if name is not None and name in frame.columns and bool((~frame[name].isna()).any()):
-        return True
-    return "geometry" in frame.columns and name != "geometry"
+        return str(name)
+    return None
+
+
+def _replaced(theirs: list[str], active: str | None) -> str:
+    """The refusal of a frame whose own columns the result would replace, with what to do:
+    renaming a GeoDataFrame's active geometry keeps it active, so that one is kept by
+    making the frame a plain DataFrame."""
+    what = [f"its own {', '.join(theirs)} column(s)"] if theirs else []
+    fixes = ["rename them"] if theirs else []
+    if active is not None:
+        what.append(f"its own geometry {active!r} (the GeoDataFrame's active geometry)")
+        plain = "pd.DataFrame(gdf)" if active != "geometry" else \
+            "pd.DataFrame(gdf).rename(columns={'geometry': 'shape'})"
+        fixes.append(f"pass {plain} to keep it as a plain column")
+    return (f"the frame already has {' and '.join(what)}, which the result would replace: "
+            f"{', '.join(fixes)}, or pass overwrite_columns=True (--overwrite-columns) to "
+            "replace them")
 
 
 # -- the items to send ---------------------------------------------------------------------

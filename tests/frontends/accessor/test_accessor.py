@@ -59,6 +59,31 @@ def test_default_column_and_duplicate_index(sim: ProviderSimulator, run: Run) ->
                                 sim.expected(KNOWN)[0]]  # type: ignore[index]
 
 
+@pytest.mark.parametrize(("name", "plain"), [
+    ("site", lambda gdf: pd.DataFrame(gdf)),
+    ("geometry", lambda gdf: pd.DataFrame(gdf).rename(columns={"geometry": "shape"}))])
+def test_a_geodataframe_is_told_how_to_keep_its_own_geometry(
+        sim: ProviderSimulator, run: Run, name: str, plain: Callable[[Any], Any]) -> None:
+    """The refusal said "its own geometry column(s) ... rename them", naming no column; but
+    a renamed active geometry stays active, and the frame was refused again. It names the
+    column and how to keep it: as a plain column of a DataFrame."""
+    gdf = gpd.GeoDataFrame({"address": [KNOWN], name: [Point(760000, 5220000)]}, geometry=name,
+                           crs="EPSG:2056")
+    with pytest.raises(ConfigurationError) as refused:
+        run(gdf, "address")
+    assert f"its own geometry {name!r} (the GeoDataFrame's active geometry)" in str(refused.value)
+    with pytest.raises(ConfigurationError):
+        run(gdf.rename_geometry("elsewhere"), "address")  # why renaming is no advice
+    advice = "pd.DataFrame(gdf)" if name == "site" else \
+        "pd.DataFrame(gdf).rename(columns={'geometry': 'shape'})"
+    assert f"pass {advice} to keep it as a plain column" in str(refused.value)
+    assert sim.requests == []
+    out = run(plain(gdf), "address")  # as the refusal says
+    kept = "site" if name == "site" else "shape"
+    assert out[kept].tolist() == [Point(760000, 5220000)] and out.geometry.name == "geometry"
+    assert (out.geometry[0].x, out.geometry[0].y) == sim.expected(KNOWN)
+
+
 def test_geodataframe_input_keeps_its_rows_and_is_not_mutated(sim: ProviderSimulator, run: Run) -> None:
     gdf = gpd.GeoDataFrame({"address": [KNOWN, HASHED]},
                            geometry=[Point(760000, 5220000), Point(761000, 5221000)],
