@@ -157,6 +157,15 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _check_names(result: pd.DataFrame, target: Path, what: str) -> None:
+    """Refuse column names a file cannot hold (an int from ``pd.DataFrame({0: ...})``, a
+    tuple of MultiIndex columns, an empty name), naming the first and what to do."""
+    bad = [c for c in result.columns if not isinstance(c, str) or not c.strip()]
+    if bad:
+        raise ExportError(f"cannot write {what} {target}: column names must be non-empty text, "
+                          f"got {bad[0]!r}; rename it (result.columns = [...])")
+
+
 @contextlib.contextmanager
 def _into_place(target: Path, partial: Path, what: str,
                 errors: tuple[type[Exception], ...]) -> Iterator[None]:
@@ -193,6 +202,7 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     that made it a dead letter). Returns the two row counts.
     """
     target = Path(path)
+    _check_names(result, target, "GeoPackage")
     partial = _partial(target, ".gpkg")
     matched = result[result["geocode_status"] == "matched"]
     letters = dead_letters(result)
@@ -220,6 +230,7 @@ def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     extra). Returns ``(geocoded, dead_letters)`` row counts.
     """
     target = Path(path)
+    _check_names(result, target, "GeoParquet")
     partial = _partial(target, ".parquet")
     if "geocode_status" not in result.columns:
         raise ExportError("no geocode_status column: this frame is not a geocoding result")

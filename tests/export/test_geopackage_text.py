@@ -1,12 +1,14 @@
-"""GeoPackage export of text an input table brought: nothing of a cell is lost on the way."""
+"""Export of what an input table brought: no text of a cell lost, column names a file can hold."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from geotoolkit import ExportError
 from geotoolkit.export import read_results, write_results
 from geotoolkit.orchestration.frame import outcomes_frame
 from geotoolkit.results import Failure, Match
@@ -28,3 +30,21 @@ def test_a_nul_character_is_written_as_an_escape_not_where_the_text_ends(
     back = read_results(target)
     assert back[["address", "note"]].to_dict("records") == [
         {"address": "Vaduz", "note": "c\\x00d"}, {"address": "Va\\x00duz", "note": "a\\x00b"}]
+
+
+@pytest.mark.parametrize("name", ["out.gpkg", "out.parquet"])
+@pytest.mark.parametrize("column", [0, ("site", "code"), " "])
+def test_a_column_name_that_is_no_text_is_refused_saying_so(
+        tmp_path: Path, name: str, column: object) -> None:
+    """``pd.DataFrame({0: ...})`` or MultiIndex columns, after the run: the GeoPackage
+    writer raised AttributeError ('int' object has no attribute 'encode') from pyogrio,
+    the GeoParquet one pyarrow's words. Nothing is written."""
+    frame = pd.DataFrame({"address": ["Vaduz"], column: ["x"]})
+    result = outcomes_frame(frame, [Match(lon=9.52, lat=47.14, label="Vaduz",
+                                          provider="nominatim")])
+    target = tmp_path / name
+    with pytest.raises(ExportError, match=rf"^cannot write Geo\w+ {target}: column names must "
+                                          rf"be non-empty text, got {re.escape(repr(column))}; "
+                                          r"rename it \(result.columns = \[...\]\)$"):
+        write_results(result, target)
+    assert list(tmp_path.iterdir()) == []
