@@ -24,6 +24,7 @@ import dataclasses
 import decimal
 import math
 import numbers
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -299,7 +300,8 @@ def _number(cell: Any, what: str, name: str) -> tuple[float, str | None]:
         try:
             value = float(cell)
         except ValueError:
-            return math.nan, f"{what} ({name}) is not a number: {cell.strip()[:40]!r}"
+            return math.nan, f"{what} ({name}) is not a number: {cell.strip()[:40]!r}" + \
+                _decimal_comma(cell.strip())
     elif isinstance(cell, decimal.Decimal):  # a NUMERIC column read from a database
         value = math.nan if cell.is_nan() else float(cell)
     elif isinstance(cell, bool) or not isinstance(cell, numbers.Real):
@@ -311,6 +313,22 @@ def _number(cell: Any, what: str, name: str) -> tuple[float, str | None]:
         except OverflowError:
             return math.nan, f"{what} ({name}) is too large for a float"
     return value, missing if math.isnan(value) else None
+
+
+#: A number written with a decimal comma, as spreadsheets in much of Europe save a CSV.
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+
+
+def _decimal_comma(text: str) -> str:
+    """A hint for a number with a decimal comma (``'9,52'``): it is not read as 9.52, since
+    a comma may as well separate thousands; the file is to be saved with decimal points.
+
+    >>> _decimal_comma("9,52"), _decimal_comma("abc")
+    (' (a decimal comma? write the number with a point: 9.52)', '')
+    """
+    if _DECIMAL_COMMA.fullmatch(text) is None:
+        return ""
+    return f" (a decimal comma? write the number with a point: {text.replace(',', '.')})"
 
 
 def _missing(cell: object) -> bool:

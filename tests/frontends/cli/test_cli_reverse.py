@@ -140,6 +140,19 @@ def test_a_tab_separated_file_is_read_as_csv_text(name: str, sim: ProviderSimula
     assert [r.query for r in sim.requests] == ["reverse:9.521970,47.139760"]
 
 
+def test_a_decimal_comma_is_named_in_the_reason(sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A ``;`` CSV from a spreadsheet in much of Europe writes ``9,52``: every row was a dead
+    letter saying only "lon (x) is not a number: '9,52'"."""
+    source, out = tmp_path / "fixes.csv", tmp_path / "addresses.gpkg"
+    source.write_text("fix;x;y\na;9,52197;47,13976\nb;abc;47,1\n", encoding="utf-8")
+    assert main(argv(sim, source, out, "--lon", "x", "--lat", "y", "--cache", "none")) == 0
+    letters = pyogrio.read_dataframe(out, layer="dead_letters")
+    assert letters.geocode_reason.tolist() == [
+        "lon (x) is not a number: '9,52197' (a decimal comma? write the number with a point: "
+        "9.52197)", "lon (x) is not a number: 'abc'"]
+    assert sim.requests == []
+
+
 @pytest.mark.parametrize("columns", [("--lon", "x", "--lat", "y"), ()])
 def test_a_spreadsheet_workbook_is_refused_naming_what_to_save_it_as(
         columns: tuple[str, ...], sim: ProviderSimulator, tmp_path: Path,
