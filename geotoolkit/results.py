@@ -167,10 +167,23 @@ def text_problem(text: str, what: str = "address") -> str | None:
     return None
 
 
+def _not_text(what: str, value: object) -> str:
+    """Why a cell that is no text is not sent; for a number (a column of postcodes or house
+    numbers that pandas read as numbers), how to read it as text instead.
+
+    >>> _not_text("postalcode", 9490.0)
+    'postalcode is not text (float); read the column as text, e.g. pd.read_csv(..., dtype=str)'
+    """
+    kind = f"{what} is not text ({type(value).__name__})"
+    if isinstance(value, numbers.Number) and not isinstance(value, bool):
+        return f"{kind}; read the column as text, e.g. pd.read_csv(..., dtype=str)"
+    return kind
+
+
 def _cell_text(name: str, cell: object) -> str:
     """A structured cell as text, or raise ValueError with the reason."""
     if isinstance(cell, bool) or not isinstance(cell, str | numbers.Integral):
-        raise ValueError(f"{name} is not text ({type(cell).__name__})")
+        raise ValueError(_not_text(name, cell))
     text = str(cell).strip()
     problem = text_problem(text, name)
     if problem is not None:
@@ -189,8 +202,10 @@ def query_from_value(value: object) -> Query | str:
     'Vaduz'
     >>> query_from_value(float("nan"))
     'missing address'
-    >>> query_from_value(42)
-    'address is not text (int)'
+    >>> query_from_value(b"Vaduz")
+    'address is not text (bytes)'
+    >>> query_from_value(9490)
+    'address is not text (int); read the column as text, e.g. pd.read_csv(..., dtype=str)'
     """
     if isinstance(value, Query):
         return value
@@ -207,7 +222,7 @@ def query_from_value(value: object) -> Query | str:
     if _blank(value):
         return "missing address" if not isinstance(value, str) else "empty address"
     if not isinstance(value, str):
-        return f"address is not text ({type(value).__name__})"
+        return _not_text("address", value)
     return text_problem(value) or Query(text=value.strip())
 
 

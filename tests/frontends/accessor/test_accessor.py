@@ -132,6 +132,24 @@ def test_structured_queries_reach_the_provider_as_structured_params(
     assert list(out["geocode_status"]) == ["matched", "matched"]
 
 
+def test_a_column_pandas_read_as_numbers_says_how_to_read_it_as_text(
+        sim: ProviderSimulator, run: Run, tmp_path: Any) -> None:
+    """``pd.read_csv`` reads postcodes with a blank cell as floats (``9490.0``) and a column
+    of numbers as ints: every row failed with "postalcode is not text (float)" or "address
+    is not text (int)", and nothing said what to do."""
+    path = tmp_path / "in.csv"
+    path.write_text("town,zip,code\nVaduz,9490,9490\nSchaan,,9494\n", encoding="utf-8")
+    df = pd.read_csv(path)
+    out = run(df, city="town", postalcode="zip")
+    hint = "; read the column as text, e.g. pd.read_csv(..., dtype=str)"
+    assert out["geocode_reason"].tolist()[0] == f"postalcode is not text (float){hint}"
+    assert out["geocode_status"].tolist() == ["failed", "matched"]  # Schaan: the town alone
+    assert run(df, "code")["geocode_reason"].tolist() == [f"address is not text (int){hint}"] * 2
+    assert [r.params["city"] for r in sim.requests] == ["Schaan"]
+    done = run(pd.read_csv(path, dtype=str), city="town", postalcode="zip")  # as it says
+    assert done["geocode_status"].tolist() == ["matched", "matched"]
+
+
 def test_equal_addresses_after_normalisation_are_sent_once(sim: ProviderSimulator, run: Run) -> None:
     df = pd.DataFrame({"address": [KNOWN, f"  {KNOWN.upper()} ", KNOWN.replace(", ", " , ")]})
     out = run(df)
