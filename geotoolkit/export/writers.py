@@ -208,8 +208,10 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     letters = dead_letters(result)
     with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
         geocoded = gpd.GeoDataFrame(_layer(matched), geometry="geometry", crs=result.crs)
+        # an empty layer has no shape to tell its type by: it is still a layer of Points
         pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
-                                layer_options=_LAYER_OPTIONS)
+                                layer_options=_LAYER_OPTIONS,
+                                geometry_type="Point" if geocoded.empty else None)
         pyogrio.write_dataframe(_layer(letters), partial, layer="dead_letters", driver="GPKG",
                                 append=False, layer_options=_LAYER_OPTIONS)
     return len(matched), len(letters)

@@ -1,4 +1,5 @@
-"""Export of what an input table brought: no text of a cell lost, column names a file can hold."""
+"""GeoPackage and GeoParquet export of what an input table brought: no text lost, names a file
+can hold, a layer of Points even when empty."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pyogrio
 import pytest
 
 from geotoolkit import ExportError
@@ -48,3 +50,16 @@ def test_a_column_name_that_is_no_text_is_refused_saying_so(
                                           r"rename it \(result.columns = \[...\]\)$"):
         write_results(result, target)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("addresses", [["Nowhere 1", ""], []])
+def test_an_empty_geocoded_layer_is_still_a_layer_of_points(
+        tmp_path: Path, addresses: list[str]) -> None:
+    """A table none of whose rows matched (or a header alone) left a ``geocoded`` layer of
+    geometry type 'Unknown': no shape told GDAL its type, though the layer holds Points."""
+    outcomes = [Failure(reason="no match", error="NoMatch", provider="nominatim")] * len(addresses)
+    target = tmp_path / "out.gpkg"
+    assert write_results(outcomes_frame(pd.DataFrame({"address": addresses}), outcomes),
+                         target) == (0, len(addresses))
+    info = pyogrio.read_info(target, layer="geocoded")
+    assert (info["geometry_type"], info["crs"], info["features"]) == ("Point", "EPSG:4326", 0)
