@@ -141,6 +141,7 @@ class ReverseJob:
         self.items: list[ReverseQuery | str] = [
             before or problem or _query(point, self.decimals, code)
             for point, before, problem in zip(self.points.array, given, moved, strict=True)]
+        self.points = _nowhere_dropped(self.points, moved)
 
     @classmethod
     def from_columns(cls, frame: pd.DataFrame, options: GeocodeOptions, *, lon: str, lat: str,
@@ -360,6 +361,20 @@ def _to_lonlat(geometry: gpd.GeoSeries) -> tuple[gpd.GeoSeries, list[str | None]
         problems.append(f"({x0}, {y0}) cannot be reprojected from {name} to lon/lat "
                         "(outside the area that CRS covers?)" if lost else None)
     return lonlat, problems
+
+
+def _nowhere_dropped(points: gpd.GeoSeries, moved: list[str | None]) -> gpd.GeoSeries:
+    """The points to map: one its CRS could not carry to lon/lat (``moved``: reprojected,
+    it came out as a made-up place such as (-180, 90)) or with an infinite coordinate is
+    no place, so its row, a dead letter saying why, gets no geometry (in a GeoPackage its
+    layer's extent would hold inf)."""
+    lon, lat = point_lonlat(points.array)
+    nowhere = np.array([m is not None for m in moved], dtype=bool) | np.isinf(lon) | np.isinf(lat)
+    if not nowhere.any():
+        return points
+    placed = points.copy()
+    placed[nowhere] = None
+    return placed
 
 
 def _query(point: object, decimals: int, country: str | None = None) -> ReverseQuery | str:
