@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
+import subprocess
 import warnings
 import zipfile
 from collections.abc import Iterator
@@ -401,6 +404,44 @@ def test_an_output_that_cannot_be_put_in_place_is_refused_before_anything_is_sen
     assert f"geotoolkit: cannot write {tmp_path / output}: {message}" in capsys.readouterr().err
     assert sim.requests == []  # not after the whole run
     assert not (tmp_path / "missing").exists()
+
+
+@contextlib.contextmanager
+def _unwritable(folder: Path) -> Iterator[None]:
+    """``folder`` taking no new file while the block runs: mode 0555, and for root (whom
+    modes do not stop) the immutable attribute; skipped where neither stops a write."""
+    folder.chmod(0o555)
+    immutable = os.geteuid() == 0 and subprocess.run(
+        ["chattr", "+i", str(folder)], capture_output=True, check=False).returncode == 0
+    try:
+        try:
+            (folder / "probe").touch()
+        except OSError:
+            yield
+        else:
+            (folder / "probe").unlink()
+            pytest.skip("no way to make a folder read-only here")
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("name", ["out.gpkg", "out.parquet"])
+def test_a_read_only_output_folder_is_refused_before_anything_is_sent(
+        name: str, sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Every row was sent, then the export failed: 'stopped: ExportError: cannot write
+    GeoPackage ...: sqlite3_open(...) failed: unable to open database file', exit 1."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    with _unwritable(folder):
+        assert main(_argv(sim, csv_path, folder / name, "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"geotoolkit: cannot write {folder / name}: the directory {folder} "
+                          "takes no new file (")
+    assert err.endswith("); make it writable, or write somewhere else\n")
+    assert sim.requests == [] and list(folder.iterdir()) == []
 
 
 def test_an_earlier_output_given_as_the_csv_says_to_add_only_dead_letters(
