@@ -44,7 +44,8 @@ def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
                      reverse: bool = False) -> None:
     """Refuse, before any request, a frame whose result ``path`` could not hold.
 
-    The file's directory must exist (and the file must not be a directory). Column
+    The file's directory must exist and take a new file (a file is made there and
+    removed), and the file must not be a directory. Column
     names must be non-empty text, distinct even ignoring case (GeoPackage is
     SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column (in any case)
     must hold unique whole numbers (GeoPackage uses it as the feature id). With
