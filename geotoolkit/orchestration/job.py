@@ -96,6 +96,8 @@ class Columns:
         unknown = sorted(set(named) - set(COLUMN_ARGUMENTS))
         if unknown:
             raise ConfigurationError(f"unknown column arguments: {', '.join(unknown)}")
+        for argument, value in {"column": column, **named}.items():
+            require_name(argument, value)
         country = named.pop("country", None)
         structured = {k: v for k, v in named.items() if v is not None}
         if structured and column is not None:
@@ -118,6 +120,22 @@ class Columns:
         if self.country is not None and self.country in set(frame_columns):
             names.append(self.country)
         return [n for n in names if n is not None]
+
+
+def require_name(argument: str, value: object) -> None:
+    """Refuse a column argument that is no column name: the column itself (``df["address"]``,
+    which pandas cannot tell true or false), or a list of names."""
+    try:
+        hash(value)
+    except TypeError:
+        name = getattr(value, "name", None)
+        example = repr(name if isinstance(name, str) else
+                       "address" if argument == "column" else argument)
+        several = " (the parts of an address: street=, city=, postalcode=...)" \
+            if argument == "column" and isinstance(value, list | set) else ""
+        raise ConfigurationError(
+            f"{argument} takes the name of a column, e.g. {argument}={example}, got a "
+            f"{type(value).__name__}{several}") from None
 
 
 def require_columns(frame_columns: Iterable[Hashable], names: Iterable[str]) -> None:

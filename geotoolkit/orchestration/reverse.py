@@ -39,7 +39,7 @@ from geotoolkit.engine import run_sync
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.export import input_columns
 from geotoolkit.export.dtypes import REVERSE_COLUMNS
-from geotoolkit.orchestration.job import gate_backend, require_columns, settle
+from geotoolkit.orchestration.job import gate_backend, require_columns, require_name, settle
 from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.orchestration.reverse_frame import point_lonlat, reverse_frame
 from geotoolkit.providers import PROVIDERS, can_reverse
@@ -152,6 +152,8 @@ class ReverseJob:
         that is not a number is a dead letter that says so; both columns are kept in the
         result. With no ``crs`` given, columns none of whose points is in degrees are
         refused (projected metres read as degrees would all be dead letters)."""
+        require_name("lon", lon)
+        require_name("lat", lat)
         require_columns(frame.columns, [lon, lat])
         if lon == lat:
             raise ConfigurationError(f"lon and lat name the same column {lon!r}")

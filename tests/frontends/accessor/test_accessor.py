@@ -109,6 +109,27 @@ def test_missing_column_raises_key_error_naming_the_columns(run: Run, sim: Provi
     assert sim.requests == []
 
 
+def test_a_column_given_as_itself_or_a_list_is_refused_naming_what_to_pass(
+        run: Run, sim: ProviderSimulator, provider: Nominatim) -> None:
+    """``df.geocode.run(df["address"])`` raised pandas' "The truth value of a Series is
+    ambiguous" (ValueError), and a list of names a KeyError for the list."""
+    df = _frame()
+    with pytest.raises(ConfigurationError, match=r"^column takes the name of a column, e\.g\. "
+                                                 r"column='address', got a Series$"):
+        run(df, df["address"])
+    with pytest.raises(ConfigurationError, match=r"^column takes the name of a column, e\.g\. "
+                                                 r"column='address', got a list \(the parts of "
+                                                 r"an address: street=, city=, postalcode=\.\.\.\)$"):
+        run(df, ["address", "n"])
+    with pytest.raises(ConfigurationError, match=r"^street takes .* street='address', got a Series"):
+        run(df, street=df["address"])
+    points = pd.DataFrame({"x": [9.52], "y": [47.14]})
+    with pytest.raises(ConfigurationError, match=r"^lon takes .* lon='x', got a Series$"):
+        points.geocode.reverse(lon=points["x"], lat="y", provider=provider, gate="memory://",
+                               cache=False, progress=False)
+    assert sim.requests == []
+
+
 def test_column_and_structured_together_is_refused(run: Run) -> None:
     with pytest.raises(ConfigurationError, match="not both"):
         run(_frame(), "address", street="address")
