@@ -188,8 +188,13 @@ def _parse_problem(exc: Exception, sep: str) -> str:
 
 
 def _check_header(path: Path, header: str, sep: str) -> None:
-    """Refuse a ``header`` (the file's first line) that names a column twice (pandas would
-    rename the second)."""
+    """Refuse a ``header`` (the file's first line) that holds NUL characters (UTF-16 text
+    without its byte order mark: the column names would print as ``address`` and not be
+    found), or names a column twice (pandas would rename the second)."""
+    if "\x00" in header:
+        raise ConfigurationError(
+            f"cannot read {path}: its header holds NUL characters, as UTF-16 text without a "
+            "byte order mark does; save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")")
     names = next(csv.reader([header], delimiter=sep), [])
     twice = sorted({n for n in names if names.count(n) > 1 and n != ""})
     if twice:

@@ -283,6 +283,22 @@ def test_a_utf16_text_with_its_byte_order_mark_is_read(
         (i, a.strip('"')) for i, a in rows]
 
 
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_its_byte_order_mark_is_refused_with_what_to_do(
+        encoding: str, sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a BOM its bytes pass for UTF-8 with a NUL after each letter, and the run was
+    refused as "column 'address' not in the frame; available columns: a\\0d\\0d\\0r...",
+    which a terminal shows as "available columns: address"."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_bytes("id,address\r\n1,Vaduz\r\n".encode(encoding))
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (
+        f"geotoolkit: cannot read {path}: its header holds NUL characters, as UTF-16 text without "
+        "a byte order mark does; save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")\n")
+    assert sim.requests == [] and not out.exists()
+
+
 def test_a_csv_with_carriage_returns_alone_as_line_ends_is_read(
         sim: ProviderSimulator, tmp_path: Path) -> None:
     """Excel for the Mac's "CSV (Macintosh)" ends lines with CR alone: the header was read
