@@ -196,7 +196,8 @@ def query_from_value(value: object) -> Query | str:
 
     Returns a reason string instead when the value can never be geocoded:
     ``None``, NaN, ``pd.NA``, empty or whitespace-only text, non-strings, text that
-    is not valid Unicode or holds a NUL character.
+    is not valid Unicode or holds a NUL character, free text without a letter or digit
+    (``-``, ``?``, a zero-width space).
 
     >>> query_from_value("  Vaduz ").text
     'Vaduz'
@@ -223,7 +224,20 @@ def query_from_value(value: object) -> Query | str:
         return "missing address" if not isinstance(value, str) else "empty address"
     if not isinstance(value, str):
         return _not_text("address", value)
-    return text_problem(value) or Query(text=value.strip())
+    return text_problem(value) or _no_word(value.strip()) or Query(text=value.strip())
+
+
+def _no_word(text: str) -> str | None:
+    """Why a free-text cell without a single letter or digit is not sent: a placeholder
+    (``-``, ``?``, ``.``) or invisible characters (a zero-width space, a stray byte order
+    mark), which a provider would answer with some place or nothing.
+
+    >>> _no_word("-"), _no_word(" ?! "), _no_word("7") is None
+    ("address has no letter or digit: '-'", "address has no letter or digit: ' ?! '", True)
+    """
+    if any(char.isalnum() for char in text):
+        return None
+    return f"address has no letter or digit: {text[:20]!r}"
 
 
 #: How precise a match is, the same words for every provider, finest first:

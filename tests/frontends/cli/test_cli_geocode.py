@@ -313,6 +313,23 @@ def test_a_csv_with_carriage_returns_alone_as_line_ends_is_read(
     assert sorted(zip(geocoded["id"].astype(int), geocoded["address"], strict=True)) == rows
 
 
+def test_placeholder_cells_without_a_letter_or_digit_are_dead_letters_never_sent(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A spreadsheet's "-", "?" or "." for an unknown address, or a cell holding only a
+    zero-width space, was sent as an address: the simulator (as any provider may) found a
+    place for each, and they came out matched."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    cells = ["-", "?", " . ", "\u200b", "\ufeff", "Landstrasse 19, 9494 Schaan"]
+    path.write_text("id,address\n" + "".join(f'{i},"{c}"\n' for i, c in enumerate(cells)),
+                    encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    letters = pyogrio.read_dataframe(out, layer="dead_letters").set_index("id")
+    assert letters.geocode_reason.to_dict() == {
+        str(i): f"address has no letter or digit: {c.strip()!r}" for i, c in enumerate(cells[:5])}
+    assert (letters.geocode_attempts == 0).all()
+    assert [str(r.query) for r in sim.requests] == ["landstrasse 19, 9494 schaan"]
+
+
 def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
