@@ -70,7 +70,22 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
     points = read_points(source, layer)
     if crs is not None:
         points = _with_crs(points, crs, source)
+    _check_located(points, source)
     return ReverseJob(points, options, decimals=decimals, country=country)
+
+
+def _check_located(points: pd.DataFrame, path: Path) -> None:
+    """Refuse a file whose features have no geometry, or no CRS, saying what to do from the
+    command line (``ReverseJob`` names ``gdf.set_crs``, which a file has not)."""
+    if not isinstance(points, gpd.GeoDataFrame) or points._geometry_column_name not in points:
+        raise ConfigurationError(
+            f"{path} has no geometry: a table of coordinates goes in as a CSV, its columns "
+            "named with --lon and --lat")
+    if points.crs is None:
+        raise ConfigurationError(
+            f"{path} says nothing of its CRS (a shapefile without its .prj?): name the one its "
+            "coordinates are in, e.g. --crs EPSG:4326 for degrees or --crs EPSG:2056 for "
+            "Swiss LV95 metres (crs= in Python)")
 
 
 #: The delimiters a CSV's header is read for: spreadsheets in much of Europe export

@@ -169,6 +169,32 @@ def test_a_spreadsheet_workbook_is_refused_naming_what_to_save_it_as(
     assert sim.requests == []
 
 
+def test_a_file_without_a_crs_or_a_geometry_is_told_the_flags_that_help(
+        sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A shapefile without its .prj was refused with Python's advice, "set the one they are in
+    first, e.g. gdf.set_crs('EPSG:4326')", and a layer without geometry with "needs a
+    GeoDataFrame of Points (or lon and lat columns), got DataFrame": neither a flag."""
+    shapefile, table = tmp_path / "fixes.shp", tmp_path / "table.gpkg"
+    with pytest.warns(UserWarning, match="'crs' was not provided"):  # what the file lacks
+        pyogrio.write_dataframe(gpd.GeoDataFrame({"fix": ["a"]}, geometry=[Point(*NEAR_STAEDTLE)]),
+                                shapefile)
+    pyogrio.write_dataframe(pd.DataFrame({"x": [NEAR_STAEDTLE[0]], "y": [NEAR_STAEDTLE[1]]}),
+                            table, layer="fixes")
+    out = tmp_path / "addresses.gpkg"
+    assert main(argv(sim, shapefile, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (
+        f"geotoolkit: {shapefile} says nothing of its CRS (a shapefile without its .prj?): name "
+        "the one its coordinates are in, e.g. --crs EPSG:4326 for degrees or --crs EPSG:2056 "
+        "for Swiss LV95 metres (crs= in Python)\n")
+    assert main(argv(sim, table, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (
+        f"geotoolkit: {table} has no geometry: a table of coordinates goes in as a CSV, its "
+        "columns named with --lon and --lat\n")
+    assert sim.requests == []
+    assert main(argv(sim, shapefile, out, "--cache", "none", "--crs", "EPSG:4326")) == 0  # as said
+    assert len(sim.requests) == 1
+
+
 def test_csv_without_named_columns_exits_2_and_sends_nothing(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "fixes.csv"
@@ -224,7 +250,8 @@ def test_a_file_without_a_crs_takes_crs(sim: ProviderSimulator, tmp_path: Path,
     source.with_suffix(".prj").unlink()  # a shapefile that lost its .prj: no CRS
     out = tmp_path / "x.gpkg"
     assert main(argv(sim, source, out, "--cache", "none")) == 2
-    assert "gdf.set_crs(" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--crs EPSG:2056" in err and "gdf.set_crs(" not in err  # a flag, not Python
     assert main(argv(sim, source, out, "--cache", "none", "--crs", "EPSG:2056")) == 0
     back = read_results(out)
     assert back.geocode_status.tolist() == ["matched"]
