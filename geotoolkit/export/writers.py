@@ -98,11 +98,31 @@ def _index_as_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.rename_axis(names).reset_index()
 
 
-def _layer(frame: pd.DataFrame) -> pd.DataFrame:
+def _numbered(result: pd.DataFrame) -> bool:
+    """Whether a GeoPackage's feature ids carry the result's index: an unnamed index of
+    distinct whole numbers from 0 (a CSV's rows, a filtered frame's labels), which is
+    written nowhere else, and no ``fid`` column of the input's own."""
+    index = result.index
+    if list(index.names) != [None] or not pd.api.types.is_integer_dtype(index.dtype):
+        return False
+    if any(isinstance(c, str) and c.casefold() == "fid" for c in result.columns):
+        return False
+    return bool(index.is_unique and (len(index) == 0 or (index.min() >= 0
+                                                          and index.max() < _MAX_FID)))
+
+
+#: GeoPackage feature ids are SQLite rowids (int64); the index is written as label + 1.
+_MAX_FID = 2**62
+
+
+def _layer(frame: pd.DataFrame, *, numbered: bool = False) -> pd.DataFrame:
     """Rows as GDAL takes them: an index that carries ids as columns, text columns,
-    whole-number feature ids, and the frame's geometry where it has one (the matched
+    whole-number feature ids (``numbered``: the index + 1, so the first row of a CSV is
+    feature 1 in either layer), and the frame's geometry where it has one (the matched
     rows; a reverse result's dead letters keep their input geometry)."""
     rows = _feature_ids(_plain(_index_as_columns(frame)))
+    if numbered:
+        rows.insert(0, "fid", frame.index.to_numpy(dtype="int64") + 1)
     if isinstance(frame, gpd.GeoDataFrame):
         return gpd.GeoDataFrame(rows, geometry=frame.geometry.name, crs=frame.crs)
     return rows
@@ -206,13 +226,16 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     partial = _partial(target, ".gpkg")
     matched = result[result["geocode_status"] == "matched"]
     letters = dead_letters(result)
+    numbered = _numbered(result)
     with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
-        geocoded = gpd.GeoDataFrame(_layer(matched), geometry="geometry", crs=result.crs)
+        geocoded = gpd.GeoDataFrame(_layer(matched, numbered=numbered), geometry="geometry",
+                                    crs=result.crs)
         # an empty layer has no shape to tell its type by: it is still a layer of Points
         pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
                                 layer_options=_LAYER_OPTIONS,
                                 geometry_type="Point" if geocoded.empty else None)
-        pyogrio.write_dataframe(_layer(letters), partial, layer="dead_letters", driver="GPKG",
+        pyogrio.write_dataframe(_layer(letters, numbered=numbered), partial,
+                                layer="dead_letters", driver="GPKG",
                                 append=False, layer_options=_LAYER_OPTIONS)
     return len(matched), len(letters)
 

@@ -63,3 +63,44 @@ def test_an_empty_geocoded_layer_is_still_a_layer_of_points(
                          target) == (0, len(addresses))
     info = pyogrio.read_info(target, layer="geocoded")
     assert (info["geometry_type"], info["crs"], info["features"]) == ("Point", "EPSG:4326", 0)
+
+
+def _statuses(n: int) -> tuple[list[str], list[Match | Failure]]:
+    addresses = [f"row {i}" for i in range(n)]
+    outcomes: list[Match | Failure] = [
+        Match(lon=9.52, lat=47.14, label=a, provider="nominatim") if i % 3 else
+        Failure(reason="no match", error="NoMatch", provider="nominatim")
+        for i, a in enumerate(addresses)]
+    return addresses, outcomes
+
+
+@pytest.mark.parametrize("index", [None, [0, 2, 5, 7, 9, 12]])
+def test_the_rows_come_back_in_their_order_with_their_index(
+        tmp_path: Path, index: list[int] | None) -> None:
+    """The two layers split the rows, and nothing kept their order or an unnamed integer
+    index (a CSV's rows, a filtered frame's labels): read back, the geocoded layer came
+    first, on a fresh RangeIndex, and in QGIS a dead letter's feature id was its place in
+    its layer, not its row of the input. The feature id is now the index + 1."""
+    addresses, outcomes = _statuses(6)
+    frame = pd.DataFrame({"address": addresses}, index=index)
+    result = outcomes_frame(frame, outcomes)
+    target = tmp_path / "out.gpkg"
+    assert write_results(result, target) == (4, 2)
+    back = read_results(target)
+    assert back["address"].tolist() == addresses and list(back.index) == list(frame.index)
+    letters = pyogrio.read_dataframe(target, layer="dead_letters", fid_as_index=True,
+                                     read_geometry=False)
+    assert [(fid - 1, a) for fid, a in letters["address"].items()] == [
+        (label, a) for label, a in zip(frame.index, addresses, strict=True) if a in ("row 0", "row 3")]
+
+
+def test_layers_numbered_each_from_one_read_back_one_after_the_other(tmp_path: Path) -> None:
+    """A file whose layers were each numbered from 1 (written before, or from a named index)
+    still reads: the geocoded layer first, on a fresh RangeIndex."""
+    addresses, outcomes = _statuses(6)
+    result = outcomes_frame(pd.DataFrame({"address": addresses},
+                                         index=pd.Index(list("abcdef"), name="key")), outcomes)
+    target = tmp_path / "out.gpkg"
+    write_results(result, target)
+    back = read_results(target)
+    assert back["key"].tolist() == list("bcef") + list("ad") and list(back.index) == list(range(6))
