@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import unicodedata
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -139,8 +140,9 @@ def require_name(argument: str, value: object) -> None:
 
 
 def require_columns(frame_columns: Iterable[Hashable], names: Iterable[str]) -> None:
-    """Refuse a missing column, with a hint when only the case or the spaces around the
-    name differ (a spreadsheet's ``"address "``)."""
+    """Refuse a missing column, with a hint when only the case, the spaces around the name
+    or invisible characters in it differ (a spreadsheet's ``"address "``, a zero-width
+    space pasted from a web page); a name that does not print is listed as its repr."""
     labels = list(frame_columns)
     available = [str(c) for c in labels]
     for name in names:
@@ -148,12 +150,14 @@ def require_columns(frame_columns: Iterable[Hashable], names: Iterable[str]) -> 
             continue
         same = [c for c in available if _loosely(c) == _loosely(str(name))]
         hint = f" (did you mean {same[0]!r}?)" if same else ""
-        listing = ", ".join(available) or "(none)"
+        listing = ", ".join(c if c.isprintable() else repr(c) for c in available) or "(none)"
         raise KeyError(f"column {name!r} not in the frame{hint}; available columns: {listing}")
 
 
 def _loosely(name: str) -> str:
-    return name.strip().casefold()
+    """``name`` without format characters (zero-width spaces, byte order marks), spaces
+    around it, or case."""
+    return "".join(c for c in name if unicodedata.category(c) != "Cf").strip().casefold()
 
 
 def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = False) -> None:

@@ -113,6 +113,21 @@ def test_missing_column_exits_2(sim: ProviderSimulator, csv_path: Path, tmp_path
     assert sim.requests == [] and not (tmp_path / "x.gpkg").exists()
 
 
+@pytest.mark.parametrize("header", ["\u200baddress", "\ufeffaddress", "Address\u00a0"])
+def test_a_column_name_with_invisible_characters_is_shown_and_hinted(
+        header: str, sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A zero-width space pasted from a web page, a second byte order mark or a no-break
+    space in the header: the refusal read "column 'address' not in the frame; available
+    columns: id, address", the character invisible, and no hint."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_text(f"id,{header}\n1,Vaduz\n", encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (f"geotoolkit: column 'address' not in the frame (did you "
+                                       f"mean {header!r}?); available columns: id, {header!r}\n")
+    assert sim.requests == []
+
+
 @pytest.mark.parametrize(("flag", "value"), [
     ("--api-key-env", SECRET),                                  # the key in place of its name
     ("--gate-env", "redis://:hunter2-secret@127.0.0.1:1/0"),    # a URL with its password
