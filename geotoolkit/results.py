@@ -197,7 +197,8 @@ def query_from_value(value: object) -> Query | str:
     Returns a reason string instead when the value can never be geocoded:
     ``None``, NaN, ``pd.NA``, empty or whitespace-only text, non-strings, text that
     is not valid Unicode or holds a NUL character, free text without a letter or digit
-    (``-``, ``?``, a zero-width space).
+    (``-``, ``?``, a zero-width space), a spreadsheet's error value (``#N/A``) or
+    ``NULL``.
 
     >>> query_from_value("  Vaduz ").text
     'Vaduz'
@@ -224,7 +225,30 @@ def query_from_value(value: object) -> Query | str:
         return "missing address" if not isinstance(value, str) else "empty address"
     if not isinstance(value, str):
         return _not_text("address", value)
-    return text_problem(value) or _no_word(value.strip()) or Query(text=value.strip())
+    text = value.strip()
+    return text_problem(value) or _placeholder(text) or _no_word(text) or Query(text=text)
+
+
+#: What a spreadsheet shows in a cell whose formula failed (a VLOOKUP that found nothing:
+#: ``#N/A``), and SQL's NULL as database tools export it into text: no address, and sent
+#: as one, a provider may well find a place for the words.
+_SPREADSHEET_ERRORS = frozenset({"#N/A", "#VALUE!", "#REF!", "#DIV/0!", "#NAME?", "#NUM!",
+                                 "#NULL!", "#CALC!", "#SPILL!", "#FIELD!", "#BLOCKED!"})
+
+
+def _placeholder(text: str) -> str | None:
+    """Why a free-text cell that stands for no value is not sent.
+
+    >>> _placeholder("#N/A")
+    "address is a spreadsheet's error value '#N/A' (its formula failed)"
+    >>> _placeholder("NULL"), _placeholder("Nullstrasse 1") is None
+    ("missing address (the cell reads 'NULL')", True)
+    """
+    if text.upper() in _SPREADSHEET_ERRORS:
+        return f"address is a spreadsheet's error value {text!r} (its formula failed)"
+    if text == "NULL":
+        return "missing address (the cell reads 'NULL')"
+    return None
 
 
 def _no_word(text: str) -> str | None:

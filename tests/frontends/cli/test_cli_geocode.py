@@ -345,6 +345,25 @@ def test_placeholder_cells_without_a_letter_or_digit_are_dead_letters_never_sent
     assert [str(r.query) for r in sim.requests] == ["landstrasse 19, 9494 schaan"]
 
 
+def test_a_spreadsheets_error_values_and_null_are_dead_letters_never_sent(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A VLOOKUP that found no address leaves '#N/A' in its cell, a broken reference '#REF!',
+    and database tools export a missing value as 'NULL': each was sent as an address, and
+    the simulator (as any provider may) found a place for it: matched."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    cells = ["#N/A", "#REF!", "#value!", "NULL", "Nullstrasse 1, 9490 Vaduz"]
+    path.write_text("id,address\n" + "".join(f'{i},"{c}"\n' for i, c in enumerate(cells)),
+                    encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    letters = pyogrio.read_dataframe(out, layer="dead_letters").set_index("id")
+    assert letters.geocode_reason.to_dict() == {
+        "0": "address is a spreadsheet's error value '#N/A' (its formula failed)",
+        "1": "address is a spreadsheet's error value '#REF!' (its formula failed)",
+        "2": "address is a spreadsheet's error value '#value!' (its formula failed)",
+        "3": "missing address (the cell reads 'NULL')"}
+    assert [str(r.query) for r in sim.requests] == ["nullstrasse 1, 9490 vaduz"]
+
+
 def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
