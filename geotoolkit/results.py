@@ -167,10 +167,23 @@ def text_problem(text: str, what: str = "address") -> str | None:
     return None
 
 
+def _not_text(what: str, value: object) -> str:
+    """Why a cell that is no text is not sent; for a number (a column of postcodes or house
+    numbers that pandas read as numbers), how to read it as text instead.
+
+    >>> _not_text("postalcode", 9490.0)
+    'postalcode is not text (float); read the column as text, e.g. pd.read_csv(..., dtype=str)'
+    """
+    kind = f"{what} is not text ({type(value).__name__})"
+    if isinstance(value, numbers.Number) and not isinstance(value, bool):
+        return f"{kind}; read the column as text, e.g. pd.read_csv(..., dtype=str)"
+    return kind
+
+
 def _cell_text(name: str, cell: object) -> str:
     """A structured cell as text, or raise ValueError with the reason."""
     if isinstance(cell, bool) or not isinstance(cell, str | numbers.Integral):
-        raise ValueError(f"{name} is not text ({type(cell).__name__})")
+        raise ValueError(_not_text(name, cell))
     text = str(cell).strip()
     problem = text_problem(text, name)
     if problem is not None:
@@ -183,14 +196,18 @@ def query_from_value(value: object) -> Query | str:
 
     Returns a reason string instead when the value can never be geocoded:
     ``None``, NaN, ``pd.NA``, empty or whitespace-only text, non-strings, text that
-    is not valid Unicode or holds a NUL character.
+    is not valid Unicode or holds a NUL character, free text without a letter or digit
+    (``-``, ``?``, a zero-width space), a spreadsheet's error value (``#N/A``) or
+    ``NULL``.
 
     >>> query_from_value("  Vaduz ").text
     'Vaduz'
     >>> query_from_value(float("nan"))
     'missing address'
-    >>> query_from_value(42)
-    'address is not text (int)'
+    >>> query_from_value(b"Vaduz")
+    'address is not text (bytes)'
+    >>> query_from_value(9490)
+    'address is not text (int); read the column as text, e.g. pd.read_csv(..., dtype=str)'
     """
     if isinstance(value, Query):
         return value
@@ -207,8 +224,44 @@ def query_from_value(value: object) -> Query | str:
     if _blank(value):
         return "missing address" if not isinstance(value, str) else "empty address"
     if not isinstance(value, str):
-        return f"address is not text ({type(value).__name__})"
-    return text_problem(value) or Query(text=value.strip())
+        return _not_text("address", value)
+    text = value.strip()
+    return text_problem(value) or _placeholder(text) or _no_word(text) or Query(text=text)
+
+
+#: What a spreadsheet shows in a cell whose formula failed (a VLOOKUP that found nothing:
+#: ``#N/A``), and SQL's NULL as database tools export it into text: no address, and sent
+#: as one, a provider may well find a place for the words.
+_SPREADSHEET_ERRORS = frozenset({"#N/A", "#VALUE!", "#REF!", "#DIV/0!", "#NAME?", "#NUM!",
+                                 "#NULL!", "#CALC!", "#SPILL!", "#FIELD!", "#BLOCKED!"})
+
+
+def _placeholder(text: str) -> str | None:
+    """Why a free-text cell that stands for no value is not sent.
+
+    >>> _placeholder("#N/A")
+    "address is a spreadsheet's error value '#N/A' (its formula failed)"
+    >>> _placeholder("NULL"), _placeholder("Nullstrasse 1") is None
+    ("missing address (the cell reads 'NULL')", True)
+    """
+    if text.upper() in _SPREADSHEET_ERRORS:
+        return f"address is a spreadsheet's error value {text!r} (its formula failed)"
+    if text == "NULL":
+        return "missing address (the cell reads 'NULL')"
+    return None
+
+
+def _no_word(text: str) -> str | None:
+    """Why a free-text cell without a single letter or digit is not sent: a placeholder
+    (``-``, ``?``, ``.``) or invisible characters (a zero-width space, a stray byte order
+    mark), which a provider would answer with some place or nothing.
+
+    >>> _no_word("-"), _no_word(" ?! "), _no_word("7") is None
+    ("address has no letter or digit: '-'", "address has no letter or digit: ' ?! '", True)
+    """
+    if any(char.isalnum() for char in text):
+        return None
+    return f"address has no letter or digit: {text[:20]!r}"
 
 
 #: How precise a match is, the same words for every provider, finest first:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Hashable, Iterable
 from pathlib import Path
 
@@ -43,7 +44,8 @@ def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
                      reverse: bool = False) -> None:
     """Refuse, before any request, a frame whose result ``path`` could not hold.
 
-    The file's directory must exist (and the file must not be a directory). Column
+    The file's directory must exist and take a new file (a file is made there and
+    removed), and the file must not be a directory. Column
     names must be non-empty text, distinct even ignoring case (GeoPackage is
     SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column (in any case)
     must hold unique whole numbers (GeoPackage uses it as the feature id). With
@@ -81,12 +83,23 @@ case: 'address' and 'Address'; rename one of them
 
 
 def _check_place(path: Path) -> None:
-    """Refuse a file the writer could not put in place: in a missing directory, or over one."""
+    """Refuse a file the writer could not put in place: in a missing directory, over one, or
+    in a directory that takes no new file (read-only: the writer's file goes next to the
+    target first). Tried with a file of its own, removed at once: permission bits do not
+    tell (root, a read-only mount, an immutable folder)."""
     if not path.parent.is_dir():
         raise ConfigurationError(f"cannot write {path}: there is no directory {path.parent}; "
                                  "create it first")
     if path.is_dir():
         raise ConfigurationError(f"cannot write {path}: it is a directory; name a file")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.stem}.",
+                                         suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write {path}: the directory {path.parent} takes no new file "
+            f"({exc.strerror or exc}); make it writable, or write somewhere else") from exc
 
 
 def _check_fid(fid: pd.Series, name: str, column: str) -> None:

@@ -20,9 +20,13 @@ __all__ = ["read_points", "read_results"]
 def read_results(path: str | os.PathLike[str]) -> gpd.GeoDataFrame:
     """A result written by :func:`~geotoolkit.export.write_results`, as one GeoDataFrame.
 
-    A GeoPackage's ``geocoded`` layer comes first, then its ``dead_letters`` (edited
-    or not: a corrected address is read as it now stands), on a fresh
-    ``RangeIndex``; a GeoParquet file keeps its index and order. Result columns get
+    A GeoPackage's rows come back in the order of the result written, its index the
+    feature ids less one (the writer numbers the rows of a result with an unnamed
+    index of whole numbers: a CSV's first row is feature 1 in either layer), its
+    ``dead_letters`` edited or not (a corrected address is read as it now stands);
+    when the two layers' ids overlap (each numbered from 1), the ``geocoded`` layer
+    comes first, then the ``dead_letters``, on a fresh ``RangeIndex``. A GeoParquet
+    file keeps its index and order. Result columns get
     their dtypes back (``geocode_precision`` categorical, ...), rows of the dead
     letters no coordinates and no geometry (those of a reverse result their input
     geometry).
@@ -53,13 +57,18 @@ def _geopackage(source: Path) -> gpd.GeoDataFrame:
     layers = {name for name, _ in pyogrio.list_layers(source)}
     if "geocoded" not in layers or "dead_letters" not in layers:
         raise ExportError(f"{source} has no geocoded and dead_letters layers: not a result")
-    geocoded = pyogrio.read_dataframe(source, layer="geocoded")
-    read = pyogrio.read_dataframe(source, layer="dead_letters")
+    geocoded = pyogrio.read_dataframe(source, layer="geocoded", fid_as_index=True)
+    read = pyogrio.read_dataframe(source, layer="dead_letters", fid_as_index=True)
     letters = pd.DataFrame(read)
     if not isinstance(read, gpd.GeoDataFrame):  # a forward result's dead letters have no point
         letters["geometry"] = None
     letters = letters.reindex(columns=list(dict.fromkeys([*geocoded.columns, *letters.columns])))
-    both = pd.concat([pd.DataFrame(geocoded), letters], ignore_index=True)
+    both = pd.concat([pd.DataFrame(geocoded), letters])
+    if both.index.is_unique:  # the feature ids number the rows (the index + 1): their order
+        both = both.sort_index()
+        both.index = pd.Index(both.index.to_numpy(dtype="int64") - 1)
+    else:  # each layer numbered from 1 (a file written otherwise): one after the other
+        both = both.reset_index(drop=True)
     return gpd.GeoDataFrame(both, geometry="geometry", crs=geocoded.crs or "EPSG:4326")
 
 

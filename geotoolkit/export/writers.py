@@ -29,14 +29,17 @@ from geotoolkit.export.letters import dead_letters
 __all__ = ["write_geopackage", "write_geoparquet", "write_results"]
 
 
-def _plain(frame: pd.DataFrame, *, categories: bool = True) -> pd.DataFrame:
-    """Object (and, for GDAL, categorical) columns as text: one field type per column."""
+def _plain(frame: pd.DataFrame, *, gdal: bool = True) -> pd.DataFrame:
+    """Object columns (and, for GDAL, categorical and string ones) as text: one field type
+    per column. GDAL ends a text at a NUL character (``"Va\\x00duz"`` was written ``"Va"``,
+    the rest of the cell lost): for it a NUL is written as the escape ``\\x00``."""
     out = pd.DataFrame(frame).copy()
     for name in out.columns:
         dtype = out[name].dtype
-        categorical = categories and isinstance(dtype, pd.CategoricalDtype)
-        if name != "geometry" and (pd.api.types.is_object_dtype(dtype) or categorical):
-            out[name] = out[name].astype(object).map(_text)
+        text = pd.api.types.is_object_dtype(dtype) or (gdal and (
+            isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype)))
+        if name != "geometry" and text:
+            out[name] = out[name].astype(object).map(_gdal_text if gdal else _text)
     return out
 
 
@@ -53,6 +56,13 @@ def _text(value: object) -> str | None:
     if value is None or (not isinstance(value, str) and _missing(value)):
         return None
     return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _gdal_text(value: object) -> str | None:
+    """:func:`_text`, with a NUL character as the escape ``\\x00`` (GDAL would end the text
+    there)."""
+    text = _text(value)
+    return None if text is None else text.replace("\x00", "\\x00")
 
 
 #: GDAL names a GeoPackage's geometry column ``geom``, which an input column of that name
@@ -88,11 +98,31 @@ def _index_as_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.rename_axis(names).reset_index()
 
 
-def _layer(frame: pd.DataFrame) -> pd.DataFrame:
+def _numbered(result: pd.DataFrame) -> bool:
+    """Whether a GeoPackage's feature ids carry the result's index: an unnamed index of
+    distinct whole numbers from 0 (a CSV's rows, a filtered frame's labels), which is
+    written nowhere else, and no ``fid`` column of the input's own."""
+    index = result.index
+    if list(index.names) != [None] or not pd.api.types.is_integer_dtype(index.dtype):
+        return False
+    if any(isinstance(c, str) and c.casefold() == "fid" for c in result.columns):
+        return False
+    return bool(index.is_unique and (len(index) == 0 or (index.min() >= 0
+                                                          and index.max() < _MAX_FID)))
+
+
+#: GeoPackage feature ids are SQLite rowids (int64); the index is written as label + 1.
+_MAX_FID = 2**62
+
+
+def _layer(frame: pd.DataFrame, *, numbered: bool = False) -> pd.DataFrame:
     """Rows as GDAL takes them: an index that carries ids as columns, text columns,
-    whole-number feature ids, and the frame's geometry where it has one (the matched
+    whole-number feature ids (``numbered``: the index + 1, so the first row of a CSV is
+    feature 1 in either layer), and the frame's geometry where it has one (the matched
     rows; a reverse result's dead letters keep their input geometry)."""
     rows = _feature_ids(_plain(_index_as_columns(frame)))
+    if numbered:
+        rows.insert(0, "fid", frame.index.to_numpy(dtype="int64") + 1)
     if isinstance(frame, gpd.GeoDataFrame):
         return gpd.GeoDataFrame(rows, geometry=frame.geometry.name, crs=frame.crs)
     return rows
@@ -147,6 +177,15 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _check_names(result: pd.DataFrame, target: Path, what: str) -> None:
+    """Refuse column names a file cannot hold (an int from ``pd.DataFrame({0: ...})``, a
+    tuple of MultiIndex columns, an empty name), naming the first and what to do."""
+    bad = [c for c in result.columns if not isinstance(c, str) or not c.strip()]
+    if bad:
+        raise ExportError(f"cannot write {what} {target}: column names must be non-empty text, "
+                          f"got {bad[0]!r}; rename it (result.columns = [...])")
+
+
 @contextlib.contextmanager
 def _into_place(target: Path, partial: Path, what: str,
                 errors: tuple[type[Exception], ...]) -> Iterator[None]:
@@ -183,14 +222,20 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     that made it a dead letter). Returns the two row counts.
     """
     target = Path(path)
+    _check_names(result, target, "GeoPackage")
     partial = _partial(target, ".gpkg")
     matched = result[result["geocode_status"] == "matched"]
     letters = dead_letters(result)
+    numbered = _numbered(result)
     with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
-        geocoded = gpd.GeoDataFrame(_layer(matched), geometry="geometry", crs=result.crs)
+        geocoded = gpd.GeoDataFrame(_layer(matched, numbered=numbered), geometry="geometry",
+                                    crs=result.crs)
+        # an empty layer has no shape to tell its type by: it is still a layer of Points
         pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
-                                layer_options=_LAYER_OPTIONS)
-        pyogrio.write_dataframe(_layer(letters), partial, layer="dead_letters", driver="GPKG",
+                                layer_options=_LAYER_OPTIONS,
+                                geometry_type="Point" if geocoded.empty else None)
+        pyogrio.write_dataframe(_layer(letters, numbered=numbered), partial,
+                                layer="dead_letters", driver="GPKG",
                                 append=False, layer_options=_LAYER_OPTIONS)
     return len(matched), len(letters)
 
@@ -210,6 +255,7 @@ def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     extra). Returns ``(geocoded, dead_letters)`` row counts.
     """
     target = Path(path)
+    _check_names(result, target, "GeoParquet")
     partial = _partial(target, ".parquet")
     if "geocode_status" not in result.columns:
         raise ExportError("no geocode_status column: this frame is not a geocoding result")
@@ -218,7 +264,7 @@ def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
         import pyarrow
     except ImportError as exc:
         raise ExportError("GeoParquet needs pyarrow: pip install 'geotoolkit[parquet]'") from exc
-    frame = gpd.GeoDataFrame(_plain(result, categories=False), geometry=result.geometry.name,
+    frame = gpd.GeoDataFrame(_plain(result, gdal=False), geometry=result.geometry.name,
                              crs=result.crs)
     with _into_place(target, partial, "GeoParquet", (*_ERRORS, pyarrow.ArrowException)):
         frame.to_parquet(partial, index=True, compression="zstd")

@@ -148,7 +148,9 @@ def _add_common(cmd: argparse.ArgumentParser) -> None:
 def _add_output(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("-o", "--output", type=Path, required=True,
                      help="output file: .gpkg (layers geocoded and dead_letters), .parquet or "
-                          ".geoparquet")
+                          ".geoparquet; an existing file is replaced whole, other layers and "
+                          "all, once the run has ended (never appended to; a run that stops "
+                          "leaves it as it was)")
 
 
 def _add_run(cmd: argparse.ArgumentParser) -> None:
@@ -232,7 +234,7 @@ def _add_reverse(sub: Any) -> None:
                     "(geocode_distance_m); the geometry stays the input point, in EPSG:4326.")
     rev.add_argument("input", type=Path,
                      help="the points: a vector file (.gpkg, .geojson, .shp, ...), .parquet, or "
-                          ".csv with --lon and --lat")
+                          "a CSV (.csv, .tsv, .txt) with --lon and --lat")
     _add_output(rev)
     where = rev.add_argument_group("where the points are")
     where.add_argument("--lon", metavar="COLUMN",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import unicodedata
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -96,6 +97,8 @@ class Columns:
         unknown = sorted(set(named) - set(COLUMN_ARGUMENTS))
         if unknown:
             raise ConfigurationError(f"unknown column arguments: {', '.join(unknown)}")
+        for argument, value in {"column": column, **named}.items():
+            require_name(argument, value)
         country = named.pop("country", None)
         structured = {k: v for k, v in named.items() if v is not None}
         if structured and column is not None:
@@ -120,9 +123,26 @@ class Columns:
         return [n for n in names if n is not None]
 
 
+def require_name(argument: str, value: object) -> None:
+    """Refuse a column argument that is no column name: the column itself (``df["address"]``,
+    which pandas cannot tell true or false), or a list of names."""
+    try:
+        hash(value)
+    except TypeError:
+        name = getattr(value, "name", None)
+        example = repr(name if isinstance(name, str) else
+                       "address" if argument == "column" else argument)
+        several = " (the parts of an address: street=, city=, postalcode=...)" \
+            if argument == "column" and isinstance(value, list | set) else ""
+        raise ConfigurationError(
+            f"{argument} takes the name of a column, e.g. {argument}={example}, got a "
+            f"{type(value).__name__}{several}") from None
+
+
 def require_columns(frame_columns: Iterable[Hashable], names: Iterable[str]) -> None:
-    """Refuse a missing column, with a hint when only the case or the spaces around the
-    name differ (a spreadsheet's ``"address "``)."""
+    """Refuse a missing column, with a hint when only the case, the spaces around the name
+    or invisible characters in it differ (a spreadsheet's ``"address "``, a zero-width
+    space pasted from a web page); a name that does not print is listed as its repr."""
     labels = list(frame_columns)
     available = [str(c) for c in labels]
     for name in names:
@@ -130,12 +150,14 @@ def require_columns(frame_columns: Iterable[Hashable], names: Iterable[str]) -> 
             continue
         same = [c for c in available if _loosely(c) == _loosely(str(name))]
         hint = f" (did you mean {same[0]!r}?)" if same else ""
-        listing = ", ".join(available) or "(none)"
+        listing = ", ".join(c if c.isprintable() else repr(c) for c in available) or "(none)"
         raise KeyError(f"column {name!r} not in the frame{hint}; available columns: {listing}")
 
 
 def _loosely(name: str) -> str:
-    return name.strip().casefold()
+    """``name`` without format characters (zero-width spaces, byte order marks), spaces
+    around it, or case."""
+    return "".join(c for c in name if unicodedata.category(c) != "Cf").strip().casefold()
 
 
 def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = False) -> None:
@@ -149,23 +171,37 @@ def check_frame(frame: pd.DataFrame, columns: Columns, *, overwrite: bool = Fals
     ours = "geocode_status" in frame.columns  # an earlier result: its geocode columns are ours
     # otherwise every column a result adds (lon, lat, geocode_label, ...) is the frame's own
     theirs = [] if ours else [str(c) for c in result_columns(frame.columns)]
-    if _has_own_geometry(frame) and not ours:
-        theirs.append("geometry")
-    if theirs and not overwrite:
-        raise ConfigurationError(
-            f"the frame already has its own {', '.join(theirs)} column(s), which the result "
-            "would replace: rename them, or pass overwrite_columns=True (--overwrite-columns) to "
-            "replace them")
+    active = None if ours else _own_active_geometry(frame)
+    if not ours and "geometry" in frame.columns and \
+            getattr(frame, "_geometry_column_name", None) != "geometry":
+        theirs.append("geometry")  # a plain column of that name (a GeoDataFrame's other one)
+    if (theirs or active) and not overwrite:
+        raise ConfigurationError(_replaced(theirs, active))
 
 
-def _has_own_geometry(frame: pd.DataFrame) -> bool:
-    """Whether the result's geometry would replace something of the frame's: an active
-    geometry with shapes in it, or a column named ``geometry`` that is not an empty
-    active geometry (a GeoDataFrame's other column, a plain frame's column)."""
+def _own_active_geometry(frame: pd.DataFrame) -> str | None:
+    """The name of a GeoDataFrame's active geometry when it holds shapes (an empty one is
+    the result's to fill)."""
     name = getattr(frame, "_geometry_column_name", None)
     if name is not None and name in frame.columns and bool((~frame[name].isna()).any()):
-        return True
-    return "geometry" in frame.columns and name != "geometry"
+        return str(name)
+    return None
+
+
+def _replaced(theirs: list[str], active: str | None) -> str:
+    """The refusal of a frame whose own columns the result would replace, with what to do:
+    renaming a GeoDataFrame's active geometry keeps it active, so that one is kept by
+    making the frame a plain DataFrame."""
+    what = [f"its own {', '.join(theirs)} column(s)"] if theirs else []
+    fixes = ["rename them"] if theirs else []
+    if active is not None:
+        what.append(f"its own geometry {active!r} (the GeoDataFrame's active geometry)")
+        plain = "pd.DataFrame(gdf)" if active != "geometry" else \
+            "pd.DataFrame(gdf).rename(columns={'geometry': 'shape'})"
+        fixes.append(f"pass {plain} to keep it as a plain column")
+    return (f"the frame already has {' and '.join(what)}, which the result would replace: "
+            f"{', '.join(fixes)}, or pass overwrite_columns=True (--overwrite-columns) to "
+            "replace them")
 
 
 # -- the items to send ---------------------------------------------------------------------

@@ -24,6 +24,7 @@ import dataclasses
 import decimal
 import math
 import numbers
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,7 +39,7 @@ from geotoolkit.engine import run_sync
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.export import input_columns
 from geotoolkit.export.dtypes import REVERSE_COLUMNS
-from geotoolkit.orchestration.job import gate_backend, require_columns, settle
+from geotoolkit.orchestration.job import gate_backend, require_columns, require_name, settle
 from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.orchestration.reverse_frame import point_lonlat, reverse_frame
 from geotoolkit.providers import PROVIDERS, can_reverse
@@ -140,6 +141,7 @@ class ReverseJob:
         self.items: list[ReverseQuery | str] = [
             before or problem or _query(point, self.decimals, code)
             for point, before, problem in zip(self.points.array, given, moved, strict=True)]
+        self.points = _nowhere_dropped(self.points, moved)
 
     @classmethod
     def from_columns(cls, frame: pd.DataFrame, options: GeocodeOptions, *, lon: str, lat: str,
@@ -150,6 +152,8 @@ class ReverseJob:
         that is not a number is a dead letter that says so; both columns are kept in the
         result. With no ``crs`` given, columns none of whose points is in degrees are
         refused (projected metres read as degrees would all be dead letters)."""
+        require_name("lon", lon)
+        require_name("lat", lat)
         require_columns(frame.columns, [lon, lat])
         if lon == lat:
             raise ConfigurationError(f"lon and lat name the same column {lon!r}")
@@ -299,7 +303,8 @@ def _number(cell: Any, what: str, name: str) -> tuple[float, str | None]:
         try:
             value = float(cell)
         except ValueError:
-            return math.nan, f"{what} ({name}) is not a number: {cell.strip()[:40]!r}"
+            return math.nan, f"{what} ({name}) is not a number: {cell.strip()[:40]!r}" + \
+                _decimal_comma(cell.strip())
     elif isinstance(cell, decimal.Decimal):  # a NUMERIC column read from a database
         value = math.nan if cell.is_nan() else float(cell)
     elif isinstance(cell, bool) or not isinstance(cell, numbers.Real):
@@ -311,6 +316,22 @@ def _number(cell: Any, what: str, name: str) -> tuple[float, str | None]:
         except OverflowError:
             return math.nan, f"{what} ({name}) is too large for a float"
     return value, missing if math.isnan(value) else None
+
+
+#: A number written with a decimal comma, as spreadsheets in much of Europe save a CSV.
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+
+
+def _decimal_comma(text: str) -> str:
+    """A hint for a number with a decimal comma (``'9,52'``): it is not read as 9.52, since
+    a comma may as well separate thousands; the file is to be saved with decimal points.
+
+    >>> _decimal_comma("9,52"), _decimal_comma("abc")
+    (' (a decimal comma? write the number with a point: 9.52)', '')
+    """
+    if _DECIMAL_COMMA.fullmatch(text) is None:
+        return ""
+    return f" (a decimal comma? write the number with a point: {text.replace(',', '.')})"
 
 
 def _missing(cell: object) -> bool:
@@ -342,6 +363,20 @@ def _to_lonlat(geometry: gpd.GeoSeries) -> tuple[gpd.GeoSeries, list[str | None]
         problems.append(f"({x0}, {y0}) cannot be reprojected from {name} to lon/lat "
                         "(outside the area that CRS covers?)" if lost else None)
     return lonlat, problems
+
+
+def _nowhere_dropped(points: gpd.GeoSeries, moved: list[str | None]) -> gpd.GeoSeries:
+    """The points to map: one its CRS could not carry to lon/lat (``moved``: reprojected,
+    it came out as a made-up place such as (-180, 90)) or with an infinite coordinate is
+    no place, so its row, a dead letter saying why, gets no geometry (in a GeoPackage its
+    layer's extent would hold inf)."""
+    lon, lat = point_lonlat(points.array)
+    nowhere = np.array([m is not None for m in moved], dtype=bool) | np.isinf(lon) | np.isinf(lat)
+    if not nowhere.any():
+        return points
+    placed = points.copy()
+    placed[nowhere] = None
+    return placed
 
 
 def _query(point: object, decimals: int, country: str | None = None) -> ReverseQuery | str:

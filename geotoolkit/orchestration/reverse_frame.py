@@ -5,7 +5,8 @@ The result of ``gdf.geocode.reverse()``, one row per input row (same index, inpu
 columns first), in EPSG:4326:
 
 - ``geometry``: the input geometry, reprojected (the frame still maps where the fixes
-  were; a dead letter keeps its missing, empty or non-point geometry);
+  were; a dead letter keeps its missing, empty or non-point geometry, and a point that
+  is nowhere in lon/lat, infinite or outside what its CRS covers, has none);
 - ``geocode_status`` (``matched``, ``too_coarse`` with ``min_precision``,
   ``no_match``, ``failed``), ``geocode_precision`` (the ordered categorical of
   forward results), ``geocode_score``, ``geocode_label``, ``geocode_provider``,

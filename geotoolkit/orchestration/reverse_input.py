@@ -5,7 +5,8 @@
     job = reverse_job_from_file("fixes.csv", options, lon="x", lat="y", crs="EPSG:2056")
     result = job.run_sync()
 
-A CSV needs ``lon`` and ``lat`` (the names of its columns: never guessed, and kept
+A CSV (a file named ``.csv``, ``.tsv`` or ``.txt``, read as ``geotoolkit geocode`` reads
+one) needs ``lon`` and ``lat`` (the names of its columns: never guessed, and kept
 in the result as read, as text); its ``crs`` defaults to EPSG:4326. Any other file is
 read with :func:`~geotoolkit.export.read_points` (a vector file GDAL reads, or
 GeoParquet) and reverse geocoded from its own geometry and CRS; ``crs`` may only supply
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -30,7 +32,11 @@ from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.orchestration.reverse import ReverseJob
 from geotoolkit.results import REVERSE_DECIMALS
 
-__all__ = ["CSV_DELIMITERS", "csv_delimiter", "read_csv_text", "reverse_job_from_file"]
+__all__ = ["CSV_DELIMITERS", "CSV_SUFFIXES", "csv_delimiter", "read_csv_text",
+           "reverse_job_from_file"]
+
+#: The suffixes of the files read as CSV text: tab-separated files are named either way.
+CSV_SUFFIXES = (".csv", ".tsv", ".txt")
 
 
 def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions, *,
@@ -47,7 +53,9 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
         :class:`~geotoolkit.orchestration.reverse.ReverseJob` refuses.
     """
     source = Path(path)
-    if source.suffix.lower() == ".csv":
+    if source.suffix.lower() in _WORKBOOK_SUFFIXES:
+        raise _workbook(source)
+    if source.suffix.lower() in CSV_SUFFIXES:
         if lon is None or lat is None:
             raise ConfigurationError("a CSV needs --lon and --lat: the names of its coordinate "
                                      "columns (they are never guessed)")
@@ -62,7 +70,22 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
     points = read_points(source, layer)
     if crs is not None:
         points = _with_crs(points, crs, source)
+    _check_located(points, source)
     return ReverseJob(points, options, decimals=decimals, country=country)
+
+
+def _check_located(points: pd.DataFrame, path: Path) -> None:
+    """Refuse a file whose features have no geometry, or no CRS, saying what to do from the
+    command line (``ReverseJob`` names ``gdf.set_crs``, which a file has not)."""
+    if not isinstance(points, gpd.GeoDataFrame) or points._geometry_column_name not in points:
+        raise ConfigurationError(
+            f"{path} has no geometry: a table of coordinates goes in as a CSV, its columns "
+            "named with --lon and --lat")
+    if points.crs is None:
+        raise ConfigurationError(
+            f"{path} says nothing of its CRS (a shapefile without its .prj?): name the one its "
+            "coordinates are in, e.g. --crs EPSG:4326 for degrees or --crs EPSG:2056 for "
+            "Swiss LV95 metres (crs= in Python)")
 
 
 #: The delimiters a CSV's header is read for: spreadsheets in much of Europe export
@@ -96,23 +119,34 @@ def csv_delimiter(header: str) -> str:
     return best if counts[best] else ","
 
 
+#: Excel's first line naming a CSV's delimiter: ``sep=;`` (it is no row and no header).
+_EXCEL_SEP = re.compile(r"sep=(.)", re.IGNORECASE)
+
+
 def read_csv_text(path: Path) -> pd.DataFrame:
     """A CSV with every cell as text (empty cells missing), as the command line reads it:
-    UTF-8 (with or without a byte order mark), its delimiter read off its header
-    (``csv_delimiter``). A file in another encoding is refused with what to do, not
-    read as something it is not; so is a header naming a column twice, or a row with
-    more cells than the header (an address with an unquoted delimiter), which pandas
-    would otherwise rename (``address.1``) or shift into the index."""
+    UTF-8 (with or without a byte order mark), or UTF-16 with its byte order mark (what
+    Excel saves as "Unicode Text"), its delimiter read off its header
+    (``csv_delimiter``), or named by a first line such as ``sep=;`` (Excel's hint, which
+    some exports write above the header). A file in another encoding is refused with
+    what to do, not read as something it is not (a spreadsheet workbook is told to be
+    saved as "CSV UTF-8"); so is a header naming a column twice,
+    or a row with more cells than the header (an address with an unquoted delimiter),
+    which pandas would otherwise rename (``address.1``) or shift into the index."""
     try:
-        with open(path, "rb") as file:
-            first = file.readline(1 << 16)
-        header = first.decode("utf-8-sig", errors="replace").rstrip("\r\n")
-        sep = csv_delimiter(header)
+        encoding = _encoding(path)
+        with open(path, encoding=encoding, errors="replace", newline="") as file:
+            header, second = (file.readline(1 << 16).rstrip("\r\n") for _ in range(2))
+        hint = _EXCEL_SEP.fullmatch(header)
+        if hint is not None:
+            header = second
+        sep = hint.group(1) if hint is not None else csv_delimiter(header)
         _check_header(path, header, sep)
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
             return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
-                               encoding="utf-8-sig", index_col=False)
+                               encoding=encoding, index_col=False,
+                               skiprows=1 if hint is not None else None)
     except ConfigurationError:
         raise
     except UnicodeDecodeError as exc:
@@ -121,8 +155,40 @@ def read_csv_text(path: Path) -> pd.DataFrame:
             f"position {exc.start}); save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")") from exc
     except (pd.errors.ParserWarning, pd.errors.ParserError) as exc:
         raise ConfigurationError(f"cannot read {path}: {_parse_problem(exc, sep)}") from exc
-    except (OSError, ValueError) as exc:
+    except pd.errors.EmptyDataError as exc:
+        raise ConfigurationError(
+            f"cannot read {path}: it is empty (not even a header); a CSV starts with a line "
+            "naming its columns, e.g. address") from exc
+    except (OSError, ValueError, csv.Error) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+
+
+#: The byte order marks of UTF-16: the file says its encoding itself.
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+#: How spreadsheet workbooks start: a zip archive (.xlsx, .ods) or an OLE2 file (.xls).
+_WORKBOOKS = (b"PK\x03\x04", b"\xd0\xcf\x11\xe0")
+
+
+#: The suffixes of spreadsheet workbooks, refused by name too (GDAL reads them as tables).
+_WORKBOOK_SUFFIXES = (".xlsx", ".xlsm", ".xls", ".ods")
+
+
+def _workbook(path: Path) -> ConfigurationError:
+    return ConfigurationError(
+        f"cannot read {path}: it is a spreadsheet workbook (.xlsx, .xls or .ods), not CSV "
+        "text; save the sheet as \"CSV UTF-8\" and give that file")
+
+
+def _encoding(path: Path) -> str:
+    """``utf-16`` for a file that starts with a UTF-16 byte order mark, else ``utf-8-sig``;
+    a spreadsheet workbook is refused, naming what to save it as."""
+    with open(path, "rb") as file:
+        start = file.read(4)
+    if start.startswith(_WORKBOOKS):
+        raise _workbook(path)
+    return "utf-16" if start[:2] in _UTF16_BOMS else "utf-8-sig"
 
 
 def _parse_problem(exc: Exception, sep: str) -> str:
@@ -137,8 +203,13 @@ def _parse_problem(exc: Exception, sep: str) -> str:
 
 
 def _check_header(path: Path, header: str, sep: str) -> None:
-    """Refuse a ``header`` (the file's first line) that names a column twice (pandas would
-    rename the second)."""
+    """Refuse a ``header`` (the file's first line) that holds NUL characters (UTF-16 text
+    without its byte order mark: the column names would print as ``address`` and not be
+    found), or names a column twice (pandas would rename the second)."""
+    if "\x00" in header:
+        raise ConfigurationError(
+            f"cannot read {path}: its header holds NUL characters, as UTF-16 text without a "
+            "byte order mark does; save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")")
     names = next(csv.reader([header], delimiter=sep), [])
     twice = sorted({n for n in names if names.count(n) > 1 and n != ""})
     if twice:

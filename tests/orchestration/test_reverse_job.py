@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import math
 from decimal import Decimal
+from pathlib import Path
 
 import geopandas as gpd
 import numpy as np
 import pandas as pd
+import pyogrio
 import pytest
 from pyproj import Geod, Transformer
 from shapely.geometry import LineString, MultiPoint, Point, Polygon
 
 from geotoolkit import ConfigurationError
-from geotoolkit.export import PRECISION_DTYPE
+from geotoolkit.export import PRECISION_DTYPE, read_results, write_results
 from geotoolkit.orchestration.options import GeocodeOptions
 from geotoolkit.orchestration.reverse import ReverseJob, reverse_job
 from geotoolkit.orchestration.reverse_frame import geodesic_distance_m, reverse_frame
@@ -169,6 +171,24 @@ def test_a_point_that_is_not_finite_in_a_projection_is_a_dead_letter_without_a_w
     items = ReverseJob(frame, options()).items
     assert isinstance(items[0], str) and items[0].startswith("coordinates are not finite")
     assert isinstance(items[1], ReverseQuery)
+
+
+def test_a_point_that_is_nowhere_in_lonlat_gets_no_geometry(tmp_path: Path) -> None:
+    """A point its CRS could not carry to lon/lat kept what reprojection made of it, (-180, 90)
+    for (1e30, 1e30) in EPSG:3857, a point drawn at a corner of the world; an infinite one
+    kept POINT (Infinity Infinity), and the dead_letters layer's extent held inf. Such a row
+    is a dead letter saying why, with no geometry."""
+    frame = points(Point(1e30, 1e30), Point(math.inf, 1.0), Point(0.0, 0.0), crs="EPSG:3857")
+    result = ReverseJob(frame, options()).run_sync()  # nothing is sent: every row is refused
+    assert result.geocode_reason.tolist()[0].startswith("(1e+30, 1e+30) cannot be reprojected")
+    assert result.geocode_reason.tolist()[1].startswith("coordinates are not finite")
+    assert result.geocode_reason.tolist()[2] == "null island (0, 0)"  # a place: kept
+    assert result.geometry.tolist() == [None, None, Point(0.0, 0.0)]
+    target = tmp_path / "out.gpkg"
+    assert write_results(result, target) == (0, 3)
+    bounds = pyogrio.read_info(target, layer="dead_letters")["total_bounds"]
+    assert tuple(bounds) == (0.0, 0.0, 0.0, 0.0)
+    assert read_results(target).geometry.tolist() == [None, None, Point(0.0, 0.0)]
 
 
 def test_a_crs_with_no_way_to_lonlat_is_refused_before_anything_is_sent() -> None:

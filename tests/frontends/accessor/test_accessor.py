@@ -59,6 +59,31 @@ def test_default_column_and_duplicate_index(sim: ProviderSimulator, run: Run) ->
                                 sim.expected(KNOWN)[0]]  # type: ignore[index]
 
 
+@pytest.mark.parametrize(("name", "plain"), [
+    ("site", lambda gdf: pd.DataFrame(gdf)),
+    ("geometry", lambda gdf: pd.DataFrame(gdf).rename(columns={"geometry": "shape"}))])
+def test_a_geodataframe_is_told_how_to_keep_its_own_geometry(
+        sim: ProviderSimulator, run: Run, name: str, plain: Callable[[Any], Any]) -> None:
+    """The refusal said "its own geometry column(s) ... rename them", naming no column; but
+    a renamed active geometry stays active, and the frame was refused again. It names the
+    column and how to keep it: as a plain column of a DataFrame."""
+    gdf = gpd.GeoDataFrame({"address": [KNOWN], name: [Point(760000, 5220000)]}, geometry=name,
+                           crs="EPSG:2056")
+    with pytest.raises(ConfigurationError) as refused:
+        run(gdf, "address")
+    assert f"its own geometry {name!r} (the GeoDataFrame's active geometry)" in str(refused.value)
+    with pytest.raises(ConfigurationError):
+        run(gdf.rename_geometry("elsewhere"), "address")  # why renaming is no advice
+    advice = "pd.DataFrame(gdf)" if name == "site" else \
+        "pd.DataFrame(gdf).rename(columns={'geometry': 'shape'})"
+    assert f"pass {advice} to keep it as a plain column" in str(refused.value)
+    assert sim.requests == []
+    out = run(plain(gdf), "address")  # as the refusal says
+    kept = "site" if name == "site" else "shape"
+    assert out[kept].tolist() == [Point(760000, 5220000)] and out.geometry.name == "geometry"
+    assert (out.geometry[0].x, out.geometry[0].y) == sim.expected(KNOWN)
+
+
 def test_geodataframe_input_keeps_its_rows_and_is_not_mutated(sim: ProviderSimulator, run: Run) -> None:
     gdf = gpd.GeoDataFrame({"address": [KNOWN, HASHED]},
                            geometry=[Point(760000, 5220000), Point(761000, 5221000)],
@@ -84,6 +109,27 @@ def test_missing_column_raises_key_error_naming_the_columns(run: Run, sim: Provi
     assert sim.requests == []
 
 
+def test_a_column_given_as_itself_or_a_list_is_refused_naming_what_to_pass(
+        run: Run, sim: ProviderSimulator, provider: Nominatim) -> None:
+    """``df.geocode.run(df["address"])`` raised pandas' "The truth value of a Series is
+    ambiguous" (ValueError), and a list of names a KeyError for the list."""
+    df = _frame()
+    with pytest.raises(ConfigurationError, match=r"^column takes the name of a column, e\.g\. "
+                                                 r"column='address', got a Series$"):
+        run(df, df["address"])
+    with pytest.raises(ConfigurationError, match=r"^column takes the name of a column, e\.g\. "
+                                                 r"column='address', got a list \(the parts of "
+                                                 r"an address: street=, city=, postalcode=\.\.\.\)$"):
+        run(df, ["address", "n"])
+    with pytest.raises(ConfigurationError, match=r"^street takes .* street='address', got a Series"):
+        run(df, street=df["address"])
+    points = pd.DataFrame({"x": [9.52], "y": [47.14]})
+    with pytest.raises(ConfigurationError, match=r"^lon takes .* lon='x', got a Series$"):
+        points.geocode.reverse(lon=points["x"], lat="y", provider=provider, gate="memory://",
+                               cache=False, progress=False)
+    assert sim.requests == []
+
+
 def test_column_and_structured_together_is_refused(run: Run) -> None:
     with pytest.raises(ConfigurationError, match="not both"):
         run(_frame(), "address", street="address")
@@ -105,6 +151,24 @@ def test_structured_queries_reach_the_provider_as_structured_params(
     assert (out.at[0, "lon"], out.at[0, "lat"]) == expected
     assert expected == sim.expected(KNOWN)  # the simulator's known place, found structurally
     assert list(out["geocode_status"]) == ["matched", "matched"]
+
+
+def test_a_column_pandas_read_as_numbers_says_how_to_read_it_as_text(
+        sim: ProviderSimulator, run: Run, tmp_path: Any) -> None:
+    """``pd.read_csv`` reads postcodes with a blank cell as floats (``9490.0``) and a column
+    of numbers as ints: every row failed with "postalcode is not text (float)" or "address
+    is not text (int)", and nothing said what to do."""
+    path = tmp_path / "in.csv"
+    path.write_text("town,zip,code\nVaduz,9490,9490\nSchaan,,9494\n", encoding="utf-8")
+    df = pd.read_csv(path)
+    out = run(df, city="town", postalcode="zip")
+    hint = "; read the column as text, e.g. pd.read_csv(..., dtype=str)"
+    assert out["geocode_reason"].tolist()[0] == f"postalcode is not text (float){hint}"
+    assert out["geocode_status"].tolist() == ["failed", "matched"]  # Schaan: the town alone
+    assert run(df, "code")["geocode_reason"].tolist() == [f"address is not text (int){hint}"] * 2
+    assert [r.params["city"] for r in sim.requests] == ["Schaan"]
+    done = run(pd.read_csv(path, dtype=str), city="town", postalcode="zip")  # as it says
+    assert done["geocode_status"].tolist() == ["matched", "matched"]
 
 
 def test_equal_addresses_after_normalisation_are_sent_once(sim: ProviderSimulator, run: Run) -> None:

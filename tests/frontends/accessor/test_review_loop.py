@@ -139,4 +139,5 @@ def test_results_with_precision_survive_the_geopackage_and_geoparquet(
         assert coarse.geometry.isna().all() and coarse["lon"].isna().all()
         assert sorted(back["address"]) == sorted(ROWS)
     again = read_results(tmp_path / "out.gpkg")
-    assert list(again["geocode_status"][:2]) == ["matched", "matched"]  # the geocoded layer first
+    assert list(again["geocode_status"]) == list(result["geocode_status"])  # the rows' order
+    assert list(again.index) == list(result.index)

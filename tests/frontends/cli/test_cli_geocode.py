@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
+import subprocess
 import warnings
+import zipfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,6 +111,21 @@ def test_missing_column_exits_2(sim: ProviderSimulator, csv_path: Path, tmp_path
     err = capsys.readouterr().err
     assert "column 'street' not in the frame" in err and "id, address" in err
     assert sim.requests == [] and not (tmp_path / "x.gpkg").exists()
+
+
+@pytest.mark.parametrize("header", ["\u200baddress", "\ufeffaddress", "Address\u00a0"])
+def test_a_column_name_with_invisible_characters_is_shown_and_hinted(
+        header: str, sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A zero-width space pasted from a web page, a second byte order mark or a no-break
+    space in the header: the refusal read "column 'address' not in the frame; available
+    columns: id, address", the character invisible, and no hint."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_text(f"id,{header}\n1,Vaduz\n", encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (f"geotoolkit: column 'address' not in the frame (did you "
+                                       f"mean {header!r}?); available columns: id, {header!r}\n")
+    assert sim.requests == []
 
 
 @pytest.mark.parametrize(("flag", "value"), [
@@ -269,6 +288,102 @@ def test_a_csv_with_another_delimiter_is_read_by_its_header(
     assert sorted(str(r.query) for r in sim.requests) == sorted(a.casefold() for _, a in rows)
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_csv_whose_first_line_names_its_delimiter_is_read_by_it(
+        newline: str, sim: ProviderSimulator, tmp_path: Path) -> None:
+    """Excel's ``sep=;`` above the header (some exports write it so that Excel opens the
+    file right anywhere) names the delimiter: it was read as the header, and the run
+    refused with "column 'address' not in the frame; available columns: sep=, Unnamed: 1"."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    rows = [(0, "Städtle 38, 9490 Vaduz"), (1, "Landstrasse 19, 9494 Schaan")]
+    lines = ["sep=;", "id;address", *(f"{i};{a}" for i, a in rows)]
+    path.write_bytes(("\ufeff" + newline.join(lines) + newline).encode())
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert sorted(zip(geocoded["id"].astype(int), geocoded["address"], strict=True)) == rows
+
+
+@pytest.mark.parametrize(("encoding", "sep"), [("utf-16", "\t"), ("utf-16-be", ";")])
+def test_a_utf16_text_with_its_byte_order_mark_is_read(
+        encoding: str, sep: str, sim: ProviderSimulator, tmp_path: Path) -> None:
+    """Excel's "Unicode Text" is tab-separated UTF-16 with a byte order mark, which names
+    the encoding: it was refused with "it is not UTF-8 text (byte 0xff at position 0)"."""
+    path, out = tmp_path / "in.txt", tmp_path / "out.gpkg"
+    rows = [(0, "Städtle 38, 9490 Vaduz"), (1, f'"Landstrasse 19{sep} 9494 Schaan"')]
+    text = "".join(f"{line}\r\n" for line in [f"id{sep}address", *(f"{i}{sep}{a}" for i, a in rows)])
+    path.write_bytes(("\ufeff" + text).encode(encoding))
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert sorted(zip(geocoded["id"].astype(int), geocoded["address"], strict=True)) == [
+        (i, a.strip('"')) for i, a in rows]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_its_byte_order_mark_is_refused_with_what_to_do(
+        encoding: str, sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a BOM its bytes pass for UTF-8 with a NUL after each letter, and the run was
+    refused as "column 'address' not in the frame; available columns: a\\0d\\0d\\0r...",
+    which a terminal shows as "available columns: address"."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_bytes("id,address\r\n1,Vaduz\r\n".encode(encoding))
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (
+        f"geotoolkit: cannot read {path}: its header holds NUL characters, as UTF-16 text without "
+        "a byte order mark does; save it as UTF-8 (in a spreadsheet: \"CSV UTF-8\")\n")
+    assert sim.requests == [] and not out.exists()
+
+
+def test_a_csv_with_carriage_returns_alone_as_line_ends_is_read(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    """Excel for the Mac's "CSV (Macintosh)" ends lines with CR alone: the header was read
+    as the whole file, and the run ended in a traceback (_csv.Error: new-line character
+    seen in unquoted field)."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    rows = [(0, "Städtle 38, 9490 Vaduz"), (1, "Landstrasse 19, 9494 Schaan")]
+    path.write_bytes("".join(f'{line}\r' for line in ["id,address", *(f'{i},"{a}"' for i, a in rows)])
+                     .encode())
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert sorted(zip(geocoded["id"].astype(int), geocoded["address"], strict=True)) == rows
+
+
+def test_placeholder_cells_without_a_letter_or_digit_are_dead_letters_never_sent(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A spreadsheet's "-", "?" or "." for an unknown address, or a cell holding only a
+    zero-width space, was sent as an address: the simulator (as any provider may) found a
+    place for each, and they came out matched."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    cells = ["-", "?", " . ", "\u200b", "\ufeff", "Landstrasse 19, 9494 Schaan"]
+    path.write_text("id,address\n" + "".join(f'{i},"{c}"\n' for i, c in enumerate(cells)),
+                    encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    letters = pyogrio.read_dataframe(out, layer="dead_letters").set_index("id")
+    assert letters.geocode_reason.to_dict() == {
+        str(i): f"address has no letter or digit: {c.strip()!r}" for i, c in enumerate(cells[:5])}
+    assert (letters.geocode_attempts == 0).all()
+    assert [str(r.query) for r in sim.requests] == ["landstrasse 19, 9494 schaan"]
+
+
+def test_a_spreadsheets_error_values_and_null_are_dead_letters_never_sent(
+        sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A VLOOKUP that found no address leaves '#N/A' in its cell, a broken reference '#REF!',
+    and database tools export a missing value as 'NULL': each was sent as an address, and
+    the simulator (as any provider may) found a place for it: matched."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    cells = ["#N/A", "#REF!", "#value!", "NULL", "Nullstrasse 1, 9490 Vaduz"]
+    path.write_text("id,address\n" + "".join(f'{i},"{c}"\n' for i, c in enumerate(cells)),
+                    encoding="utf-8")
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    letters = pyogrio.read_dataframe(out, layer="dead_letters").set_index("id")
+    assert letters.geocode_reason.to_dict() == {
+        "0": "address is a spreadsheet's error value '#N/A' (its formula failed)",
+        "1": "address is a spreadsheet's error value '#REF!' (its formula failed)",
+        "2": "address is a spreadsheet's error value '#value!' (its formula failed)",
+        "3": "missing address (the cell reads 'NULL')"}
+    assert [str(r.query) for r in sim.requests] == ["nullstrasse 1, 9490 vaduz"]
+
+
 def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
@@ -276,6 +391,44 @@ def test_a_csv_that_is_not_utf8_is_refused_with_what_to_do(
     assert main(_argv(sim, path, out, "--cache", "none")) == 2
     err = capsys.readouterr().err
     assert "not UTF-8 text (byte 0xe4" in err and "save it as UTF-8" in err
+    assert sim.requests == [] and not out.exists()
+
+
+@pytest.mark.parametrize("body", [b"", b"\n", b"\xef\xbb\xbf", b"\r\n\r\n"])
+def test_an_empty_csv_is_refused_as_empty(body: bytes, sim: ProviderSimulator, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """It was refused with pandas' "No columns to parse from file"."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_bytes(body)
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (
+        f"geotoolkit: cannot read {path}: it is empty (not even a header); a CSV starts with a "
+        "line naming its columns, e.g. address\n")
+    assert sim.requests == [] and not out.exists()
+
+
+def _workbook(path: Path) -> Path:
+    """A zip archive, as a .xlsx is (its sheet deflated: bytes that are no UTF-8 text)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("xl/worksheets/sheet1.xml", "<row><c><is><t>Vaduz</t></is></c></row>" * 50)
+    return path
+
+
+@pytest.mark.parametrize("name", ["in.xlsx", "in.xls", "in.csv"])
+def test_a_spreadsheet_workbook_is_refused_naming_what_to_save_it_as(
+        name: str, sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A workbook given as the input was refused as "not UTF-8 text (byte 0x87 at position
+    10); save it as UTF-8", which says nothing of the sheet to save as CSV."""
+    path, out = tmp_path / name, tmp_path / "out.gpkg"
+    if name.endswith(".xls"):  # an OLE2 compound file, as Excel 97-2003 writes
+        path.write_bytes(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(range(256)) * 4)
+    else:
+        _workbook(path)
+    assert main(_argv(sim, path, out, "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert err == (f"geotoolkit: cannot read {path}: it is a spreadsheet workbook (.xlsx, .xls "
+                   "or .ods), not CSV text; save the sheet as \"CSV UTF-8\" and give that file\n")
     assert sim.requests == [] and not out.exists()
 
 
@@ -338,6 +491,44 @@ def test_an_output_that_cannot_be_put_in_place_is_refused_before_anything_is_sen
     assert f"geotoolkit: cannot write {tmp_path / output}: {message}" in capsys.readouterr().err
     assert sim.requests == []  # not after the whole run
     assert not (tmp_path / "missing").exists()
+
+
+@contextlib.contextmanager
+def _unwritable(folder: Path) -> Iterator[None]:
+    """``folder`` taking no new file while the block runs: mode 0555, and for root (whom
+    modes do not stop) the immutable attribute; skipped where neither stops a write."""
+    folder.chmod(0o555)
+    immutable = os.geteuid() == 0 and subprocess.run(
+        ["chattr", "+i", str(folder)], capture_output=True, check=False).returncode == 0
+    try:
+        try:
+            (folder / "probe").touch()
+        except OSError:
+            yield
+        else:
+            (folder / "probe").unlink()
+            pytest.skip("no way to make a folder read-only here")
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("name", ["out.gpkg", "out.parquet"])
+def test_a_read_only_output_folder_is_refused_before_anything_is_sent(
+        name: str, sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Every row was sent, then the export failed: 'stopped: ExportError: cannot write
+    GeoPackage ...: sqlite3_open(...) failed: unable to open database file', exit 1."""
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    with _unwritable(folder):
+        assert main(_argv(sim, csv_path, folder / name, "--cache", "none")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"geotoolkit: cannot write {folder / name}: the directory {folder} "
+                          "takes no new file (")
+    assert err.endswith("); make it writable, or write somewhere else\n")
+    assert sim.requests == [] and list(folder.iterdir()) == []
 
 
 def test_an_earlier_output_given_as_the_csv_says_to_add_only_dead_letters(

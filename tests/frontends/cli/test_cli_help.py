@@ -64,3 +64,13 @@ def test_a_missing_user_agent_names_the_flag(tmp_path: Path, capsys: pytest.Capt
     err = capsys.readouterr().err
     assert "nominatim requires" in err and "--user-agent" in err
     assert not (tmp_path / "out.gpkg").exists()
+
+
+@pytest.mark.parametrize("command", ["geocode", "reverse", "demo"])
+def test_output_says_what_becomes_of_an_existing_file(capsys: pytest.CaptureFixture[str],
+                                                      command: str) -> None:
+    """-o named the formats only: whether a second run on the same file appends to it,
+    refuses it or replaces it (it does, with every layer of it) was said nowhere."""
+    output = _option(_help(capsys, command), "-o OUTPUT, --output OUTPUT")
+    assert "an existing file is replaced whole, other layers and all" in output
+    assert "never appended to" in output

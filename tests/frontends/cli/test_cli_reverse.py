@@ -3,6 +3,7 @@ the simulator on loopback."""
 
 from __future__ import annotations
 
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,6 +126,75 @@ def test_swiss_coordinates_without_crs_exit_2_naming_it_and_send_nothing(
     assert sim.requests == [] and not out.exists()
 
 
+@pytest.mark.parametrize("name", ["fixes.tsv", "fixes.txt", "FIXES.TSV"])
+def test_a_tab_separated_file_is_read_as_csv_text(name: str, sim: ProviderSimulator,
+                                                 tmp_path: Path) -> None:
+    """``geotoolkit geocode`` reads a ``.tsv`` or ``.txt`` as CSV text; ``reverse`` took it
+    for a vector file and refused its columns: "--lon and --lat are for a CSV; fixes.tsv
+    has its own geometry" (and without them, "needs a GeoDataFrame of Points")."""
+    source, out = tmp_path / name, tmp_path / "addresses.gpkg"
+    source.write_text(f"fix\tx\ty\na\t{NEAR_STAEDTLE[0]}\t{NEAR_STAEDTLE[1]}\n", encoding="utf-8")
+    assert main(argv(sim, source, out, "--lon", "x", "--lat", "y", "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert geocoded.fix.tolist() == ["a"] and geocoded.geocode_status.tolist() == ["matched"]
+    assert [r.query for r in sim.requests] == ["reverse:9.521970,47.139760"]
+
+
+def test_a_decimal_comma_is_named_in_the_reason(sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A ``;`` CSV from a spreadsheet in much of Europe writes ``9,52``: every row was a dead
+    letter saying only "lon (x) is not a number: '9,52'"."""
+    source, out = tmp_path / "fixes.csv", tmp_path / "addresses.gpkg"
+    source.write_text("fix;x;y\na;9,52197;47,13976\nb;abc;47,1\n", encoding="utf-8")
+    assert main(argv(sim, source, out, "--lon", "x", "--lat", "y", "--cache", "none")) == 0
+    letters = pyogrio.read_dataframe(out, layer="dead_letters")
+    assert letters.geocode_reason.tolist() == [
+        "lon (x) is not a number: '9,52197' (a decimal comma? write the number with a point: "
+        "9.52197)", "lon (x) is not a number: 'abc'"]
+    assert sim.requests == []
+
+
+@pytest.mark.parametrize("columns", [("--lon", "x", "--lat", "y"), ()])
+def test_a_spreadsheet_workbook_is_refused_naming_what_to_save_it_as(
+        columns: tuple[str, ...], sim: ProviderSimulator, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """GDAL reads a .xlsx as a table: with --lon/--lat it was refused as "--lon and --lat
+    are for a CSV; fixes.xlsx has its own geometry", without them as "needs a GeoDataFrame
+    of Points"."""
+    source = tmp_path / "fixes.xlsx"
+    with zipfile.ZipFile(source, "w", zipfile.ZIP_DEFLATED) as book:
+        book.writestr("xl/worksheets/sheet1.xml", "<row><c><v>9.52</v></c></row>")
+    assert main(argv(sim, source, tmp_path / "x.gpkg", *columns, "--cache", "none")) == 2
+    assert "it is a spreadsheet workbook (.xlsx, .xls or .ods), not CSV text; save the sheet " \
+           "as \"CSV UTF-8\"" in capsys.readouterr().err
+    assert sim.requests == []
+
+
+def test_a_file_without_a_crs_or_a_geometry_is_told_the_flags_that_help(
+        sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A shapefile without its .prj was refused with Python's advice, "set the one they are in
+    first, e.g. gdf.set_crs('EPSG:4326')", and a layer without geometry with "needs a
+    GeoDataFrame of Points (or lon and lat columns), got DataFrame": neither a flag."""
+    shapefile, table = tmp_path / "fixes.shp", tmp_path / "table.gpkg"
+    with pytest.warns(UserWarning, match="'crs' was not provided"):  # what the file lacks
+        pyogrio.write_dataframe(gpd.GeoDataFrame({"fix": ["a"]}, geometry=[Point(*NEAR_STAEDTLE)]),
+                                shapefile)
+    pyogrio.write_dataframe(pd.DataFrame({"x": [NEAR_STAEDTLE[0]], "y": [NEAR_STAEDTLE[1]]}),
+                            table, layer="fixes")
+    out = tmp_path / "addresses.gpkg"
+    assert main(argv(sim, shapefile, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (
+        f"geotoolkit: {shapefile} says nothing of its CRS (a shapefile without its .prj?): name "
+        "the one its coordinates are in, e.g. --crs EPSG:4326 for degrees or --crs EPSG:2056 "
+        "for Swiss LV95 metres (crs= in Python)\n")
+    assert main(argv(sim, table, out, "--cache", "none")) == 2
+    assert capsys.readouterr().err == (
+        f"geotoolkit: {table} has no geometry: a table of coordinates goes in as a CSV, its "
+        "columns named with --lon and --lat\n")
+    assert sim.requests == []
+    assert main(argv(sim, shapefile, out, "--cache", "none", "--crs", "EPSG:4326")) == 0  # as said
+    assert len(sim.requests) == 1
+
+
 def test_csv_without_named_columns_exits_2_and_sends_nothing(
         sim: ProviderSimulator, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "fixes.csv"
@@ -180,7 +250,8 @@ def test_a_file_without_a_crs_takes_crs(sim: ProviderSimulator, tmp_path: Path,
     source.with_suffix(".prj").unlink()  # a shapefile that lost its .prj: no CRS
     out = tmp_path / "x.gpkg"
     assert main(argv(sim, source, out, "--cache", "none")) == 2
-    assert "gdf.set_crs(" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--crs EPSG:2056" in err and "gdf.set_crs(" not in err  # a flag, not Python
     assert main(argv(sim, source, out, "--cache", "none", "--crs", "EPSG:2056")) == 0
     back = read_results(out)
     assert back.geocode_status.tolist() == ["matched"]
