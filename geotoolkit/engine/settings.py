@@ -83,7 +83,8 @@ def _rate(value: object) -> RatePolicy | None:
     if value is None or isinstance(value, RatePolicy):
         return value
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigurationError(f"rate must be requests per second, got {value!r}")
+        raise ConfigurationError(f"rate must be requests per second, a number (rate=math.inf "
+                                 f"for no limit (--rate unlimited)), got {value!r}")
     return RatePolicy(rate=float(value))
 
 

@@ -43,6 +43,8 @@ def test_a_missing_key_or_a_non_provider_is_refused() -> None:
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("concurrency", 0, "concurrency"), ("concurrency", 2.5, "concurrency"),
     ("max_attempts", True, "max_attempts"), ("rate", -1.0, "rate"), ("rate", "fast", "rate"),
+    # the command line's --rate unlimited, in Python: it said only "requests per second"
+    ("rate", "unlimited", r"rate=math\.inf for no limit \(--rate unlimited\)"),
     ("request_deadline_seconds", 0, "request_deadline_seconds"),
     ("max_response_bytes", 0, "max_response_bytes"),
     ("max_wait_seconds", float("nan"), "max_wait_seconds"), ("cap", -3, "cap"),
