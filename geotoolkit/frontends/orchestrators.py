@@ -51,8 +51,9 @@ def retry_delay(
 
     A :class:`~geotoolkit.errors.RateLimitError` gives its ``retry_after``; another
     retriable geotoolkit error (a gate or cache outage) gives ``default_seconds``.
-    Anything else -- bad configuration, a refused key, an exhausted quota, a bug --
-    is not retried. The delay is capped at ``max_delay_seconds``.
+    Anything else -- bad configuration, a refused key, an exhausted quota, a gate
+    that refuses its setting (``GateError.permanent``: credentials, a database or db
+    index that does not exist), a bug -- is not retried. The delay is capped at ``max_delay_seconds``.
 
     Examples
     --------
@@ -64,7 +65,8 @@ def retry_delay(
     True
     """
     default = _check_seconds("default_seconds", default_seconds)
-    if not isinstance(exc, GeotoolkitError) or not exc.retriable:
+    if not isinstance(exc, GeotoolkitError) or not exc.retriable \
+            or getattr(exc, "permanent", False) is True:
         return None
     delay = default
     if isinstance(exc, RateLimitError) and exc.retry_after is not None \

@@ -39,6 +39,29 @@ def test_only_retriable_errors_get_a_delay(exc: BaseException, expected: float |
     assert retry_delay(exc) == expected
 
 
+@pytest.mark.redis
+def test_a_gate_that_refuses_its_setting_is_not_retried(redis_url: str) -> None:
+    # A db index that does not exist: the gate says permanent, and no retry heals it, so
+    # an orchestrator must fail the task at once, not rerun it every minute.
+    import pandas as pd
+
+    from geotoolkit.providers import Nominatim
+    from geotoolkit.testing import KNOWN_ADDRESSES, ProviderSimulator
+
+    frame = pd.DataFrame({"address": [KNOWN_ADDRESSES[0].address]})
+    gate = redis_url.rsplit("/", 1)[0] + "/999999"
+    with ProviderSimulator() as sim, pytest.raises(GateError) as raised:
+        frame.geocode.run("address", provider=Nominatim(sim.url, user_agent="t/1.0"), gate=gate,
+                          cache=False, progress=False, max_wait_seconds=5)
+    assert raised.value.permanent and sim.count() == 0
+    assert retry_delay(raised.value) is None
+    assert not prefect_retry_options()["retry_condition_fn"](None, None, _failed(raised.value))
+    assert retry_delay(GateError("refused", backend="postgres", permanent=True)) is None
+    pytest.importorskip("dagster")
+    with pytest.raises(GateError), dagster_retry():  # the op fails, asking for no retry
+        raise raised.value
+
+
 def test_the_delay_is_capped_and_the_arguments_checked() -> None:
     exc = RateLimitError("slow down", retry_after=7200.0)
     assert retry_delay(exc, max_delay_seconds=3600) == 3600.0
