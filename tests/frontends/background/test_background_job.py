@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,31 @@ def test_cancelled_background_run_resumes_from_the_cache(
     result = frame.geocode.run("address", rate=200, progress=False, **options)
     assert list(result["geocode_status"]) == ["matched"] * 20
     assert sim.count() == 20 - settled  # only the rows the first run had not finished
+
+
+def test_a_second_start_on_rows_a_running_job_is_geocoding_is_refused(tmp_path: Path) -> None:
+    # Running a notebook cell with background=True again while its job runs started a second
+    # job on the same rows: each row in flight or not yet settled was sent (and paid) twice.
+    frame = addresses_frame(6)
+    frame.loc[0, "address"] += " #timeout"  # answered only after SAFETY: the job keeps running
+    with ProviderSimulator(hang_seconds=SAFETY) as sim:
+        provider = Nominatim(sim.url, user_agent="geotoolkit-tests/1.0")
+        options: dict[str, Any] = {"provider": provider, "rate": 200, "progress": False,
+                                   "gate": f"sqlite:///{tmp_path / 'gate.sqlite'}",
+                                   "cache": f"sqlite:///{tmp_path / 'cache.sqlite'}"}
+        first = frame.geocode.run("address", background=True, **options)
+        with pytest.raises(RuntimeError) as refused:
+            frame.iloc[3:].geocode.run("address", background=True, **options)  # overlapping rows
+        message = str(refused.value)
+        assert "already geocoding 3 of these rows" in message and "job.cancel()" in message
+        assert first.status() == "running"
+        other = addresses_frame(8).iloc[6:]  # rows of their own: they may run alongside
+        assert list(other.geocode.run("address", background=True, **options)
+                    .result(timeout=SAFETY)["geocode_status"]) == ["matched"] * 2
+        first.cancel()
+        with pytest.raises(concurrent.futures.CancelledError):
+            first.result(timeout=SAFETY)
+        again = frame.iloc[1:].geocode.run("address", background=True, **options)  # it has ended
+        assert list(again.result(timeout=SAFETY)["geocode_status"]) == ["matched"] * 5
+        sent = Counter(r.params["q"] for r in sim.requests if r.status == 200)
+    assert [sent[a] for a in frame["address"].iloc[1:]] == [1] * 5
