@@ -17,7 +17,12 @@ from geotoolkit.errors import (
     QuotaExceededError,
     RateLimitError,
 )
-from geotoolkit.frontends.orchestrators import dagster_retry, prefect_retry_options, retry_delay
+from geotoolkit.frontends.orchestrators import (
+    dagster_retry,
+    not_retried,
+    prefect_retry_options,
+    retry_delay,
+)
 from geotoolkit.store import StoreError
 
 pytestmark = pytest.mark.orchestrators
@@ -133,6 +138,33 @@ def test_dagster_retry_lets_everything_else_through(exc: Exception) -> None:
     with pytest.raises(type(exc)) as raised, dagster_retry():
         raise exc
     assert raised.value is exc
+
+
+@pytest.mark.parametrize(("exc", "says"), [
+    (AuthenticationError("bad key"), "AuthenticationError, a refused key, user agent or proxy "
+                                     "credentials: fix them, then run again"),
+    (QuotaExceededError("cap", retry_after=5400.0), "QuotaExceededError, the quota is spent "
+                                                    "until its period ends, in 1.5 h: run again after that"),
+    (QuotaExceededError("402"), "QuotaExceededError, the provider's quota is spent: run again "
+                                "once it resets (your plan says when)"),
+    (GateError("refused", backend="redis", permanent=True), "GateError, the gate refused its setting"),
+    (ConfigurationError("bad"), "ConfigurationError, fix the configuration"),
+])
+def test_an_error_not_retried_says_why_and_what_to_do(exc: Exception, says: str) -> None:
+    assert (not_retried(exc) or "").startswith(f"not retried: {says}")
+    assert not prefect_retry_options()["retry_condition_fn"](None, None, _failed(exc))
+    assert exc.__notes__ == [not_retried(exc)]  # added once, though asked twice below
+    with pytest.raises(type(exc)), dagster_retry():
+        raise exc
+    assert exc.__notes__ == [not_retried(exc)]
+
+
+@pytest.mark.parametrize("exc", [RateLimitError("x", retry_after=1.0), ValueError("a bug"),
+                                 GateError("down", backend="redis")])
+def test_only_errors_not_retried_get_a_note(exc: Exception) -> None:
+    assert not_retried(exc) is None
+    prefect_retry_options()["retry_condition_fn"](None, None, _failed(exc))
+    assert not hasattr(exc, "__notes__")
 
 
 def test_docstring_examples_run() -> None:
