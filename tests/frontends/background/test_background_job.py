@@ -192,7 +192,16 @@ def test_a_second_start_on_rows_a_running_job_is_geocoding_is_refused(tmp_path: 
         options: dict[str, Any] = {"provider": provider, "rate": 200, "progress": False,
                                    "gate": f"sqlite:///{tmp_path / 'gate.sqlite'}",
                                    "cache": f"sqlite:///{tmp_path / 'cache.sqlite'}"}
-        first = frame.geocode.run("address", background=True, **options)
+        finished: list[Event] = []
+        five = threading.Event()
+
+        def sink(event: Event) -> None:
+            if isinstance(event, ItemFinished):
+                finished.append(event)
+                if len(finished) == 5:
+                    five.set()
+
+        first = frame.geocode.run("address", background=True, **{**options, "progress": sink})
         with pytest.raises(RuntimeError) as refused:
             frame.iloc[3:].geocode.run("address", background=True, **options)  # overlapping rows
         message = str(refused.value)
@@ -201,6 +210,7 @@ def test_a_second_start_on_rows_a_running_job_is_geocoding_is_refused(tmp_path: 
         other = addresses_frame(8).iloc[6:]  # rows of their own: they may run alongside
         assert list(other.geocode.run("address", background=True, **options)
                     .result(timeout=SAFETY)["geocode_status"]) == ["matched"] * 2
+        assert five.wait(SAFETY)  # only the hanging row is left: nothing else is in flight
         first.cancel()
         with pytest.raises(concurrent.futures.CancelledError):
             first.result(timeout=SAFETY)
