@@ -14,13 +14,18 @@ patched into an object after it is built.
 
 A second job on rows that a running job of this process is geocoding with the same
 provider (a notebook cell run again while its job runs) is refused: the rows in flight
-or not settled yet would be sent, and paid for, twice.
+or not settled yet would be sent, and paid for, twice. A job still running when the
+interpreter exits (a script that never asked for its result, a kernel shut down) is
+cancelled, and stderr says so: its settled rows are in the cache.
 """
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
+import contextlib
 import html
+import sys
 import threading
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
@@ -193,6 +198,26 @@ class PreparedRun(Protocol[R_co]):
 #: The jobs started by :func:`start_in_background` not known to have ended, with their claims.
 _running: list[tuple[GeocodeJob[Any], frozenset[tuple[str, object]]]] = []
 _running_lock = threading.Lock()
+#: How long the interpreter's exit waits for a cancelled job to close its gate and cache.
+EXIT_WAIT_SECONDS = 5.0
+
+
+def _at_exit() -> None:
+    """At the interpreter's exit: cancel the jobs still running, and say what became of them."""
+    with _running_lock:
+        jobs = [job for job, _ in _running if not job.done()]
+        _running.clear()
+    for job in jobs:
+        job.cancel()
+    for job in jobs:
+        with contextlib.suppress(Exception):  # cancelled, failed or too slow: its status says
+            job.result(EXIT_WAIT_SECONDS)
+        print(f"geotoolkit: a background geocoding job was still running at exit and was "
+              f"stopped: {job!r}. Rows it settled are in the cache (if any): run the same batch "
+              f"again to finish it, or wait for job.result() before exiting.", file=sys.stderr)
+
+
+atexit.register(_at_exit)
 
 
 def _claims(prepared: object) -> frozenset[tuple[str, object]]:
@@ -225,6 +250,5 @@ def start_in_background(prepared: PreparedRun[R], progress: object = "auto") -> 
                     f"sends only the rest")
         job: GeocodeJob[R] = GeocodeJob(progress=progress)
         job.start(lambda: prepared.run(job.sink), finish=prepared.result)
-        if claims:
-            _running.append((job, claims))
+        _running.append((job, claims))
     return job

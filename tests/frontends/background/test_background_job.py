@@ -218,3 +218,56 @@ def test_a_second_start_on_rows_a_running_job_is_geocoding_is_refused(tmp_path: 
         assert list(again.result(timeout=SAFETY)["geocode_status"]) == ["matched"] * 5
         sent = Counter(r.params["q"] for r in sim.requests if r.status == 200)
     assert [sent[a] for a in frame["address"].iloc[1:]] == [1] * 5
+
+
+EXITING_SCRIPT = """
+import sys, threading
+import pandas as pd
+import geotoolkit
+from geotoolkit.progress import ItemFinished
+from geotoolkit.providers import Nominatim
+
+url, cache, addresses = sys.argv[1], sys.argv[2], sys.argv[3:]
+two = threading.Event()
+finished = []
+
+def sink(event):
+    if isinstance(event, ItemFinished):
+        finished.append(event)
+        if len(finished) == 2:
+            two.set()
+
+job = pd.DataFrame({"address": addresses}).geocode.run(
+    "address", provider=Nominatim(url, user_agent="geotoolkit-tests/1.0"), rate=200,
+    gate="memory://", cache=cache, progress=sink, background=True)
+assert two.wait(30)
+print("leaving", flush=True)  # without asking for the result: the job is still running
+"""
+
+
+def test_a_job_still_running_when_the_interpreter_exits_is_stopped_saying_so(
+        tmp_path: Path) -> None:
+    # A script that ended while its background job ran exited 0 and said nothing: the rows
+    # not settled yet were silently never geocoded.
+    import os
+    import subprocess
+    import sys
+
+    addresses = [KNOWN_ADDRESSES[0].address + " #timeout", *addresses_frame(3)["address"][1:]]
+    cache = f"sqlite:///{tmp_path / 'cache.sqlite'}"
+    script = tmp_path / "leave.py"
+    script.write_text(EXITING_SCRIPT, encoding="utf-8")
+    with ProviderSimulator(hang_seconds=SAFETY) as sim:
+        ended = subprocess.run([sys.executable, str(script), sim.url, cache, *addresses],
+                               capture_output=True, text=True, timeout=SAFETY * 2,
+                               env=os.environ.copy())
+        assert ended.returncode == 0, ended.stderr
+        assert ended.stdout == "leaving\n"
+        assert ("geotoolkit: a background geocoding job was still running at exit and was "
+                "stopped: <GeocodeJob cancelled: 2/3 rows") in ended.stderr
+        assert "run the same batch again to finish it" in ended.stderr
+        sim.reset()
+        rest = pd.DataFrame({"address": addresses[1:]}).geocode.run(
+            "address", provider=Nominatim(sim.url, user_agent="geotoolkit-tests/1.0"), rate=200,
+            gate="memory://", cache=cache, progress=False)
+        assert list(rest["geocode_status"]) == ["matched"] * 2 and sim.count() == 0  # cached
