@@ -11,12 +11,22 @@ inside Jupyter). The accessor hands over a checked run::
 
 The job's :meth:`GeocodeJob.sink` is passed to the run as its ``progress``: nothing is
 patched into an object after it is built.
+
+A second job on rows that a running job of this process is geocoding with the same
+provider (a notebook cell run again while its job runs) is refused: the rows in flight
+or not settled yet would be sent, and paid for, twice. A job still running when the
+interpreter exits (a script that never asked for its result, a kernel shut down) is
+cancelled, and stderr says so: its settled rows are in the cache.
 """
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
+import contextlib
 import html
+import sys
+import threading
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
@@ -185,7 +195,60 @@ class PreparedRun(Protocol[R_co]):
     def result(self, outcomes: list[Outcome]) -> R_co: ...
 
 
+#: The jobs started by :func:`start_in_background` not known to have ended, with their claims.
+_running: list[tuple[GeocodeJob[Any], frozenset[tuple[str, object]]]] = []
+_running_lock = threading.Lock()
+#: How long the interpreter's exit waits for a cancelled job to close its gate and cache.
+EXIT_WAIT_SECONDS = 5.0
+
+
+def _at_exit() -> None:
+    """At the interpreter's exit: cancel the jobs still running, and say what became of them."""
+    with _running_lock:
+        jobs = [job for job, _ in _running if not job.done()]
+        _running.clear()
+    for job in jobs:
+        job.cancel()
+    for job in jobs:
+        with contextlib.suppress(Exception):  # cancelled, failed or too slow: its status says
+            job.result(EXIT_WAIT_SECONDS)
+        print(f"geotoolkit: a background geocoding job was still running at exit and was "
+              f"stopped: {job!r}. Rows it settled are in the cache (if any): run the same batch "
+              f"again to finish it, or wait for job.result() before exiting.", file=sys.stderr)
+
+
+atexit.register(_at_exit)
+
+
+def _claims(prepared: object) -> frozenset[tuple[str, object]]:
+    """The (provider's cache namespace, query) pairs a run would send: what two jobs must not share."""
+    options, items = getattr(prepared, "options", None), getattr(prepared, "items", None)
+    if options is None or items is None:
+        return frozenset()
+    spaces = [provider.cache_namespace() for provider in options.providers]
+    return frozenset((space, item) for space in spaces for item in items if not isinstance(item, str))
+
+
 def start_in_background(prepared: PreparedRun[R], progress: object = "auto") -> GeocodeJob[R]:
-    """Run ``prepared`` in the background, reporting to the job's renderer (``progress``)."""
-    job: GeocodeJob[R] = GeocodeJob(progress=progress)
-    return job.start(lambda: prepared.run(job.sink), finish=prepared.result)
+    """Run ``prepared`` in the background, reporting to the job's renderer (``progress``).
+
+    Raises
+    ------
+    RuntimeError
+        A job started here is still geocoding some of these rows with the same provider.
+    """
+    claims = _claims(prepared)
+    with _running_lock:
+        _running[:] = [(job, held) for job, held in _running if not job.done()]
+        for running, held in _running:
+            shared = {query for _, query in claims & held}
+            if shared:
+                raise RuntimeError(
+                    f"a background job is already geocoding {len(shared)} of these rows with "
+                    f"this provider ({running!r}): wait for it (job.result()) or stop it "
+                    f"(job.cancel()) first; the rows it settles are cached, so a run after it "
+                    f"sends only the rest")
+        job: GeocodeJob[R] = GeocodeJob(progress=progress)
+        job.start(lambda: prepared.run(job.sink), finish=prepared.result)
+        _running.append((job, claims))
+    return job

@@ -8,6 +8,8 @@ sends only the rest. The helpers here hand ``retry_after`` to the orchestrator, 
 it frees the worker slot and runs the task again when the provider is ready:
 
 - :func:`retry_delay`: the delay for any exception (``None``: do not retry);
+- :func:`not_retried`: why a geotoolkit error is not retried, and what to do (added to
+  the exception as a note, and logged by Prefect's task);
 - :func:`prefect_retry_options`: ``@task(**prefect_retry_options())`` for Prefect 3;
 - :func:`dagster_retry`: ``with dagster_retry(): ...`` inside a Dagster op, which
   raises ``dagster.RetryRequested(seconds_to_wait=...)``.
@@ -27,9 +29,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from geotoolkit.errors import ConfigurationError, GeotoolkitError, RateLimitError
+from geotoolkit.errors import (
+    AuthenticationError,
+    ConfigurationError,
+    GeotoolkitError,
+    QuotaExceededError,
+    RateLimitError,
+)
 
-__all__ = ["dagster_retry", "prefect_retry_options", "retry_delay"]
+__all__ = ["dagster_retry", "not_retried", "prefect_retry_options", "retry_delay"]
 
 #: Delay when a retriable error carries no hint (a gate or cache outage, a 429 without Retry-After).
 DEFAULT_DELAY_SECONDS = 60.0
@@ -51,8 +59,9 @@ def retry_delay(
 
     A :class:`~geotoolkit.errors.RateLimitError` gives its ``retry_after``; another
     retriable geotoolkit error (a gate or cache outage) gives ``default_seconds``.
-    Anything else -- bad configuration, a refused key, an exhausted quota, a bug --
-    is not retried. The delay is capped at ``max_delay_seconds``.
+    Anything else -- bad configuration, a refused key, an exhausted quota, a gate
+    that refuses its setting (``GateError.permanent``: credentials, a database or db
+    index that does not exist), a bug -- is not retried. The delay is capped at ``max_delay_seconds``.
 
     Examples
     --------
@@ -64,7 +73,8 @@ def retry_delay(
     True
     """
     default = _check_seconds("default_seconds", default_seconds)
-    if not isinstance(exc, GeotoolkitError) or not exc.retriable:
+    if not isinstance(exc, GeotoolkitError) or not exc.retriable \
+            or getattr(exc, "permanent", False) is True:
         return None
     delay = default
     if isinstance(exc, RateLimitError) and exc.retry_after is not None \
@@ -73,6 +83,45 @@ def retry_delay(
     if max_delay_seconds is not None:
         delay = min(delay, _check_seconds("max_delay_seconds", max_delay_seconds))
     return delay
+
+
+def not_retried(exc: BaseException) -> str | None:
+    """Why an orchestrator must not retry ``exc``, and what to do; ``None``: not ours to say.
+
+    The helpers below add it to the exception as a note (shown in tracebacks, Dagster's
+    failure event) and log it (Prefect), so a task that stopped with retries left says why.
+
+    Examples
+    --------
+    >>> not_retried(AuthenticationError("bad key"))  # doctest: +ELLIPSIS
+    'not retried: AuthenticationError, a refused key, user agent or proxy credentials: fix ...'
+    >>> not_retried(RateLimitError("slow down", retry_after=5.0)) is None
+    True
+    """
+    if not isinstance(exc, GeotoolkitError) or retry_delay(exc) is not None:
+        return None
+    if isinstance(exc, AuthenticationError):
+        why = "a refused key, user agent or proxy credentials: fix them, then run again"
+    elif isinstance(exc, QuotaExceededError):
+        after = exc.retry_after
+        why = (f"the quota is spent until its period ends, in {after / 3600:.1f} h: run again "
+               "after that" if after is not None and math.isfinite(after) else
+               "the provider's quota is spent: run again once it resets (your plan says when)")
+    elif getattr(exc, "permanent", False) is True:
+        why = "the gate refused its setting: fix the gate URL (credentials, database, db index)"
+    elif isinstance(exc, ConfigurationError):
+        why = "fix the configuration, then run again"
+    else:
+        why = "a retry cannot fix it"
+    return f"not retried: {type(exc).__name__}, {why}"
+
+
+def _explain(exc: BaseException) -> str | None:
+    """Add :func:`not_retried`'s sentence to ``exc`` as a note (once); return it."""
+    note = not_retried(exc)
+    if note is not None and note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)
+    return note
 
 
 def _exception_of(state: Any) -> BaseException | None:
@@ -102,10 +151,15 @@ class _RetryAfterDelays(list[float]):
 
     def should_retry(self, task: Any, task_run: Any, state: Any) -> bool:
         """Prefect's ``retry_condition_fn``: retry retriable errors, remember their delay."""
-        delay = retry_delay(_exception_of(state) or Exception(),
-                            max_delay_seconds=self.max_delay_seconds,
+        exc = _exception_of(state) or Exception()
+        delay = retry_delay(exc, max_delay_seconds=self.max_delay_seconds,
                             default_seconds=self.default_seconds)
         if delay is None:
+            note = _explain(exc)
+            if note is not None and task_run is not None:
+                from prefect.logging.loggers import task_run_logger
+
+                task_run_logger(task_run, task).error(note)
             return False
         self._pending.set(delay)
         return True
@@ -130,7 +184,8 @@ def prefect_retry_options(
     A task that raises ``RateLimitError(retry_after=...)`` (non-blocking mode) is
     put in ``AwaitingRetry`` for ``retry_after`` seconds (at most
     ``max_delay_seconds``); other retriable geotoolkit errors wait
-    ``default_seconds``; anything else fails the task at once.
+    ``default_seconds``; anything else fails the task at once, and the task's log says
+    why and what to do (:func:`not_retried`).
 
     Parameters
     ----------
@@ -174,7 +229,8 @@ def dagster_retry(
 
     ``RetryRequested(max_retries=max_retries, seconds_to_wait=delay)`` is raised
     from the original exception, with the delay of :func:`retry_delay`; other
-    exceptions pass through unchanged.
+    exceptions pass through, a geotoolkit error with a note saying why it is not
+    retried and what to do (:func:`not_retried`), shown in the op's failure.
 
     Examples
     --------
@@ -191,6 +247,7 @@ def dagster_retry(
         delay = retry_delay(exc, max_delay_seconds=max_delay_seconds,
                             default_seconds=default_seconds)
         if delay is None:
+            _explain(exc)
             raise
         from dagster import RetryRequested
 

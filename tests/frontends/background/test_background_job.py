@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,94 @@ def test_cancelled_background_run_resumes_from_the_cache(
     result = frame.geocode.run("address", rate=200, progress=False, **options)
     assert list(result["geocode_status"]) == ["matched"] * 20
     assert sim.count() == 20 - settled  # only the rows the first run had not finished
+
+
+def test_a_second_start_on_rows_a_running_job_is_geocoding_is_refused(tmp_path: Path) -> None:
+    # Running a notebook cell with background=True again while its job runs started a second
+    # job on the same rows: each row in flight or not yet settled was sent (and paid) twice.
+    frame = addresses_frame(6)
+    frame.loc[0, "address"] += " #timeout"  # answered only after SAFETY: the job keeps running
+    with ProviderSimulator(hang_seconds=SAFETY) as sim:
+        provider = Nominatim(sim.url, user_agent="geotoolkit-tests/1.0")
+        options: dict[str, Any] = {"provider": provider, "rate": 200, "progress": False,
+                                   "gate": f"sqlite:///{tmp_path / 'gate.sqlite'}",
+                                   "cache": f"sqlite:///{tmp_path / 'cache.sqlite'}"}
+        finished: list[Event] = []
+        five = threading.Event()
+
+        def sink(event: Event) -> None:
+            if isinstance(event, ItemFinished):
+                finished.append(event)
+                if len(finished) == 5:
+                    five.set()
+
+        first = frame.geocode.run("address", background=True, **{**options, "progress": sink})
+        with pytest.raises(RuntimeError) as refused:
+            frame.iloc[3:].geocode.run("address", background=True, **options)  # overlapping rows
+        message = str(refused.value)
+        assert "already geocoding 3 of these rows" in message and "job.cancel()" in message
+        assert first.status() == "running"
+        other = addresses_frame(8).iloc[6:]  # rows of their own: they may run alongside
+        assert list(other.geocode.run("address", background=True, **options)
+                    .result(timeout=SAFETY)["geocode_status"]) == ["matched"] * 2
+        assert five.wait(SAFETY)  # only the hanging row is left: nothing else is in flight
+        first.cancel()
+        with pytest.raises(concurrent.futures.CancelledError):
+            first.result(timeout=SAFETY)
+        again = frame.iloc[1:].geocode.run("address", background=True, **options)  # it has ended
+        assert list(again.result(timeout=SAFETY)["geocode_status"]) == ["matched"] * 5
+        sent = Counter(r.params["q"] for r in sim.requests if r.status == 200)
+    assert [sent[a] for a in frame["address"].iloc[1:]] == [1] * 5
+
+
+EXITING_SCRIPT = """
+import sys, threading
+import pandas as pd
+import geotoolkit
+from geotoolkit.progress import ItemFinished
+from geotoolkit.providers import Nominatim
+
+url, cache, addresses = sys.argv[1], sys.argv[2], sys.argv[3:]
+two = threading.Event()
+finished = []
+
+def sink(event):
+    if isinstance(event, ItemFinished):
+        finished.append(event)
+        if len(finished) == 2:
+            two.set()
+
+job = pd.DataFrame({"address": addresses}).geocode.run(
+    "address", provider=Nominatim(url, user_agent="geotoolkit-tests/1.0"), rate=200,
+    gate="memory://", cache=cache, progress=sink, background=True)
+assert two.wait(30)
+print("leaving", flush=True)  # without asking for the result: the job is still running
+"""
+
+
+def test_a_job_still_running_when_the_interpreter_exits_is_stopped_saying_so(
+        tmp_path: Path) -> None:
+    # A script that ended while its background job ran exited 0 and said nothing: the rows
+    # not settled yet were silently never geocoded.
+    import os
+    import subprocess
+    import sys
+
+    addresses = [KNOWN_ADDRESSES[0].address + " #timeout", *addresses_frame(3)["address"][1:]]
+    cache = f"sqlite:///{tmp_path / 'cache.sqlite'}"
+    script = tmp_path / "leave.py"
+    script.write_text(EXITING_SCRIPT, encoding="utf-8")
+    with ProviderSimulator(hang_seconds=SAFETY) as sim:
+        ended = subprocess.run([sys.executable, str(script), sim.url, cache, *addresses],
+                               capture_output=True, text=True, timeout=SAFETY * 2,
+                               env=os.environ.copy())
+        assert ended.returncode == 0, ended.stderr
+        assert ended.stdout == "leaving\n"
+        assert ("geotoolkit: a background geocoding job was still running at exit and was "
+                "stopped: <GeocodeJob cancelled: 2/3 rows") in ended.stderr
+        assert "run the same batch again to finish it" in ended.stderr
+        sim.reset()
+        rest = pd.DataFrame({"address": addresses[1:]}).geocode.run(
+            "address", provider=Nominatim(sim.url, user_agent="geotoolkit-tests/1.0"), rate=200,
+            gate="memory://", cache=cache, progress=False)
+        assert list(rest["geocode_status"]) == ["matched"] * 2 and sim.count() == 0  # cached

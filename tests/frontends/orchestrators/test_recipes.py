@@ -126,4 +126,28 @@ def test_prefect_does_not_retry_what_a_retry_cannot_fix(
             logger.removeHandler(records)
         assert sim.count(401) == 1 and len(sim.requests) == 1
     assert not any("Retry 1/" in m for m in records.messages)
+    # The task had retries left: its log says why none was made, and what to do.
+    assert [m for m in records.messages if m.startswith("not retried")] == [
+        "not retried: AuthenticationError, a refused key, user agent or proxy credentials: "
+        "fix them, then run again"]
     assert not (tmp_path / "addresses.parquet").exists()
+
+
+def test_a_dagster_op_that_a_retry_cannot_fix_fails_saying_so(
+        dagster_instance: Any, tmp_path: Path) -> None:
+    recipe = load_recipe("dagster_geocode.py", tmp_path)
+    with ProviderSimulator(valid_keys={"the-right-key"}) as sim:  # we send none: 401
+        config = {"source": str(write_addresses(tmp_path)), "target": str(tmp_path / "out.parquet"),
+                  **_options(sim, tmp_path)}
+        result = recipe.geocode_job.execute_in_process(
+            run_config={"ops": {"geocode_csv": {"config": config}}}, instance=dagster_instance,
+            raise_on_error=False)
+        assert sim.count(401) == 1 and len(sim.requests) == 1
+    assert not result.success
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    [failure] = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    error = failure.event_specific_data.error
+    while error.cause is not None and "AuthenticationError" not in error.message:
+        error = error.cause
+    assert "AuthenticationError: nominatim refused" in error.message
+    assert "not retried: AuthenticationError, a refused key" in error.message

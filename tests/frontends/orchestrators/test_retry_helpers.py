@@ -17,7 +17,12 @@ from geotoolkit.errors import (
     QuotaExceededError,
     RateLimitError,
 )
-from geotoolkit.frontends.orchestrators import dagster_retry, prefect_retry_options, retry_delay
+from geotoolkit.frontends.orchestrators import (
+    dagster_retry,
+    not_retried,
+    prefect_retry_options,
+    retry_delay,
+)
 from geotoolkit.store import StoreError
 
 pytestmark = pytest.mark.orchestrators
@@ -37,6 +42,29 @@ pytestmark = pytest.mark.orchestrators
 ])
 def test_only_retriable_errors_get_a_delay(exc: BaseException, expected: float | None) -> None:
     assert retry_delay(exc) == expected
+
+
+@pytest.mark.redis
+def test_a_gate_that_refuses_its_setting_is_not_retried(redis_url: str) -> None:
+    # A db index that does not exist: the gate says permanent, and no retry heals it, so
+    # an orchestrator must fail the task at once, not rerun it every minute.
+    import pandas as pd
+
+    from geotoolkit.providers import Nominatim
+    from geotoolkit.testing import KNOWN_ADDRESSES, ProviderSimulator
+
+    frame = pd.DataFrame({"address": [KNOWN_ADDRESSES[0].address]})
+    gate = redis_url.rsplit("/", 1)[0] + "/999999"
+    with ProviderSimulator() as sim, pytest.raises(GateError) as raised:
+        frame.geocode.run("address", provider=Nominatim(sim.url, user_agent="t/1.0"), gate=gate,
+                          cache=False, progress=False, max_wait_seconds=5)
+    assert raised.value.permanent and sim.count() == 0
+    assert retry_delay(raised.value) is None
+    assert not prefect_retry_options()["retry_condition_fn"](None, None, _failed(raised.value))
+    assert retry_delay(GateError("refused", backend="postgres", permanent=True)) is None
+    pytest.importorskip("dagster")
+    with pytest.raises(GateError), dagster_retry():  # the op fails, asking for no retry
+        raise raised.value
 
 
 def test_the_delay_is_capped_and_the_arguments_checked() -> None:
@@ -110,6 +138,33 @@ def test_dagster_retry_lets_everything_else_through(exc: Exception) -> None:
     with pytest.raises(type(exc)) as raised, dagster_retry():
         raise exc
     assert raised.value is exc
+
+
+@pytest.mark.parametrize(("exc", "says"), [
+    (AuthenticationError("bad key"), "AuthenticationError, a refused key, user agent or proxy "
+                                     "credentials: fix them, then run again"),
+    (QuotaExceededError("cap", retry_after=5400.0), "QuotaExceededError, the quota is spent "
+                                                    "until its period ends, in 1.5 h: run again after that"),
+    (QuotaExceededError("402"), "QuotaExceededError, the provider's quota is spent: run again "
+                                "once it resets (your plan says when)"),
+    (GateError("refused", backend="redis", permanent=True), "GateError, the gate refused its setting"),
+    (ConfigurationError("bad"), "ConfigurationError, fix the configuration"),
+])
+def test_an_error_not_retried_says_why_and_what_to_do(exc: Exception, says: str) -> None:
+    assert (not_retried(exc) or "").startswith(f"not retried: {says}")
+    assert not prefect_retry_options()["retry_condition_fn"](None, None, _failed(exc))
+    assert exc.__notes__ == [not_retried(exc)]  # added once, though asked twice below
+    with pytest.raises(type(exc)), dagster_retry():
+        raise exc
+    assert exc.__notes__ == [not_retried(exc)]
+
+
+@pytest.mark.parametrize("exc", [RateLimitError("x", retry_after=1.0), ValueError("a bug"),
+                                 GateError("down", backend="redis")])
+def test_only_errors_not_retried_get_a_note(exc: Exception) -> None:
+    assert not_retried(exc) is None
+    prefect_retry_options()["retry_condition_fn"](None, None, _failed(exc))
+    assert not hasattr(exc, "__notes__")
 
 
 def test_docstring_examples_run() -> None:
