@@ -28,6 +28,18 @@ def _auto(background: bool) -> str:
     return "text" if in_notebook() or sys.stderr.isatty() else "none"
 
 
+def _panel() -> ProgressSink:
+    try:
+        from geotoolkit.display.widget import ProgressPanel
+    except ImportError as exc:
+        from geotoolkit.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"progress='widget' needs ipywidgets, which this kernel cannot import ({exc}): "
+            "pip install ipywidgets in the kernel's environment, or pass progress='text'") from exc
+    return ProgressPanel(display=True)
+
+
 def progress_sink(progress: object = "auto", *, background: bool = False,
                   summary: bool = True) -> ProgressSink | None:
     """The renderer for ``progress``: a name in :data:`CHOICES`, False/None (none), or a
@@ -46,9 +58,7 @@ def progress_sink(progress: object = "auto", *, background: bool = False,
     if progress == "auto":
         progress = _auto(background)
     if progress == "widget":
-        from geotoolkit.display.widget import ProgressPanel
-
-        return ProgressPanel(display=True)
+        return _panel()
     if progress == "text":
         from geotoolkit.display.text import TextProgress
 
