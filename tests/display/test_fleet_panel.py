@@ -114,6 +114,24 @@ def test_a_failing_gate_is_shown_and_the_last_figures_kept() -> None:
     assert "pace 0.5/1 req/s" in panel.cards["geotoolkit:geo.example:anonymous"].pace.value
 
 
+def test_a_gate_unreachable_from_the_start_is_not_said_to_hold_no_key(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The text (what fleet_panel prints where the panel cannot show) said both 'unreachable'
+    and 'no key on this gate has a pacing state yet', though nothing was ever read; the
+    panel's heading said only the first. Both now say the same."""
+    def source() -> Sequence[Mapping[str, Any]]:
+        raise GateError("Redis gate at redis://127.0.0.1:1/0 failed to list its keys: "
+                        "ConnectionError: Connection refused", backend="redis")
+
+    shown = FleetText(source, title="redis://127.0.0.1:1/0", time_fn=lambda: START)
+    printed = capsys.readouterr().out
+    panel = FleetPanel(source, display=False, start=False, title="redis://127.0.0.1:1/0",
+                       time_fn=lambda: START)
+    assert printed.strip() == shown.text() == panel.header_text() == panel.text()
+    assert "unreachable, showing the last figures read: GateError" in printed
+    assert "no key on this gate" not in printed
+
+
 def _signalling(gate: Gate, refreshed: threading.Event) -> Callable[[], list[dict[str, Any]]]:
     source = status_source(gate, select())
 
