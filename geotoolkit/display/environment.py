@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
-__all__ = ["in_notebook"]
+__all__ = ["in_notebook", "widgets_available"]
 
 
 def in_notebook() -> bool:
@@ -18,3 +19,16 @@ def in_notebook() -> bool:
     except AttributeError:
         return False
     return ip is not None and any(c.__name__ == "ZMQInteractiveShell" for c in type(ip).__mro__)
+
+
+def widgets_available() -> bool:
+    """True inside a Jupyter kernel that can import ipywidgets: where the panels render.
+    A kernel without it (another environment's kernel, a hand-built conda env) gets the
+    text forms instead of a ``ModuleNotFoundError``."""
+    if not in_notebook():
+        return False
+    try:
+        importlib.import_module("ipywidgets")
+    except ImportError:
+        return False
+    return True

@@ -112,7 +112,10 @@ class FleetPanel(FleetWatch):
         the pause and the cap counts, each an ``HTML``); ``cards`` maps keys to them.
 
     ``stop()`` (or leaving a ``with`` block) stops the refresh (then calls ``on_stop``);
-    the last figures stay. ``close()`` stops it and closes the widgets too.
+    the last figures stay. A panel shown in a notebook also stops when the cell that
+    showed it runs again (the cell id the front end sends, or else the same source), so
+    re-running the cell never leaves an unseen panel refreshing. ``close()`` stops it and
+    closes the widgets too.
     A failing ``source`` (a gate that went away) is shown in the heading, not raised.
     """
 
@@ -130,12 +133,15 @@ class FleetPanel(FleetWatch):
         self.cards: dict[str, _Card] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._shell: Any = None
+        self._cell: tuple[str | None, str] = (None, "")
         self.refresh()
         if display and in_notebook():
             from IPython import display as ipython_display
 
             show: Any = ipython_display.display
             show(self)
+            self._stop_when_the_cell_runs_again()
         if start:
             self.start()
 
@@ -172,6 +178,24 @@ class FleetPanel(FleetWatch):
         self._thread = threading.Thread(target=loop, name="geotoolkit-fleet-panel", daemon=True)
         self._thread.start()
 
+    def _stop_when_the_cell_runs_again(self) -> None:
+        """Stop when the cell being run now runs again (its output, this panel, is gone)."""
+        import IPython
+
+        shell: Any = getattr(IPython, "get_ipython")()  # noqa: B009 (untyped in IPython)
+        header = getattr(shell, "parent_header", None) or {}
+        cell_id = (header.get("metadata") or {}).get("cellId")
+        source = (header.get("content") or {}).get("code")
+        self._cell = (cell_id if isinstance(cell_id, str) and cell_id else None,
+                      source if isinstance(source, str) else "")
+        self._shell = shell
+        shell.events.register("pre_run_cell", self._on_cell)
+
+    def _on_cell(self, info: Any) -> None:
+        cell_id, source = self._cell
+        if (info.cell_id == cell_id) if cell_id is not None else (info.raw_cell == source):
+            self.stop()
+
     @property
     def running(self) -> bool:
         """Whether the background refresh runs."""
@@ -180,6 +204,9 @@ class FleetPanel(FleetWatch):
     def stop(self) -> None:
         """Stop the background refresh (the panel keeps its last figures)."""
         self._stop.set()
+        shell, self._shell = self._shell, None
+        if shell is not None:
+            shell.events.unregister("pre_run_cell", self._on_cell)
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=60.0)  # at most one refresh, whose gate calls have deadlines

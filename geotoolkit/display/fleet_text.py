@@ -282,8 +282,11 @@ class FleetWatch:
             return " | ".join(parts)
 
     def text(self) -> str:
-        """Everything shown, as plain text."""
+        """Everything shown, as plain text (an unreachable gate never read: the heading
+        alone, which says so, as the panel's does)."""
         with self._lock:
+            if self.error and not self.statuses:
+                return redact(self.heading())
             return status_text(self.statuses, header=self.heading())
 
     def refresh(self) -> None:

@@ -111,7 +111,8 @@ class ResultMap:
 def explore(result: pd.DataFrame, letters: pd.DataFrame, *, max_points: int | None = MAX_POINTS,
             **kwargs: Any) -> ResultMap:
     """The map of ``result`` with its dead ``letters`` beside it (see the module docstring):
-    at most ``max_points`` points of each layer, a random sample (``None``: all);
+    at most ``max_points`` points of each layer, a random sample (``None``: all), each
+    carrying only the columns its tooltip and popup show (``tooltip=True``: every column);
     ``kwargs`` go to ``GeoDataFrame.explore()``."""
     if max_points is not None and (isinstance(max_points, bool) or not isinstance(max_points, int)
                                    or max_points < 1):
@@ -139,9 +140,11 @@ def explore(result: pd.DataFrame, letters: pd.DataFrame, *, max_points: int | No
         precision = matched["geocode_precision"].astype(object).fillna("unknown")
         shown = matched.assign(geocode_precision=pd.Categorical(
             precision, categories=[p for p in PRECISIONS if p in set(precision)], ordered=True))
+        shown = _shown_columns(shown, tooltip, kwargs.get("popup"))
         m = shown.explore(m=m, column="geocode_precision", cmap=_colours(shown), tooltip=tooltip,
                           name="matched", marker_kwds={"radius": 6}, **kwargs)
     if coarse is not None:
+        coarse = _shown_columns(coarse, tooltip, kwargs.get("popup"))
         m = coarse.explore(m=m, color=PRECISION_COLOURS["unknown"], tooltip=tooltip,
                            name="too coarse", style_kwds={"fillOpacity": 0.0, "weight": 2},
                            marker_kwds={"radius": 8})
@@ -158,6 +161,20 @@ def _sample(frame: gpd.GeoDataFrame, most: int | None) -> gpd.GeoDataFrame:
 
     keep = np.sort(np.random.default_rng(0).choice(len(frame), size=most, replace=False))
     return frame.iloc[keep]
+
+
+def _shown_columns(frame: gpd.GeoDataFrame, *choices: Any) -> gpd.GeoDataFrame:
+    """``frame`` with only the columns the map shows: those of the tooltip and popup
+    ``choices`` (all of them when one is ``True``) and the precision it is coloured by.
+    Every column goes into every point of the page: a wide result's map was many MB."""
+    if any(choice is True for choice in choices):
+        return frame
+    names = {"geocode_precision"}
+    for choice in choices:
+        names.update([choice] if isinstance(choice, str) else
+                     choice if isinstance(choice, list | tuple) else [])
+    keep = [c for c in frame.columns if c in names and c != frame.geometry.name]
+    return gpd.GeoDataFrame(frame[keep], geometry=frame.geometry, crs=frame.crs)
 
 
 def _as_html_text(frame: gpd.GeoDataFrame) -> gpd.GeoDataFrame:

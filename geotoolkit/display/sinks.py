@@ -1,16 +1,17 @@
 """Choosing a progress renderer: the one rule for ``progress="auto"``.
 
-``"auto"`` is the notebook panel inside Jupyter; outside it, a status line when
-stderr is a terminal, and nothing otherwise. A background job never writes to the
-terminal (it would scribble over your prompt): there ``"auto"`` is the panel in
-Jupyter and nothing elsewhere.
+``"auto"`` is the notebook panel inside Jupyter (the status line in the cell when the
+kernel cannot import ipywidgets); outside it, a status line when stderr is a terminal,
+and nothing otherwise. A background job never writes to the terminal (it would
+scribble over your prompt): there ``"auto"`` is the panel in Jupyter and nothing
+elsewhere.
 """
 
 from __future__ import annotations
 
 import sys
 
-from geotoolkit.display.environment import in_notebook
+from geotoolkit.display.environment import in_notebook, widgets_available
 from geotoolkit.progress import ProgressSink
 
 __all__ = ["CHOICES", "in_notebook", "progress_sink"]
@@ -20,9 +21,23 @@ CHOICES = ("auto", "widget", "text", "json", "none")
 
 
 def _auto(background: bool) -> str:
-    if in_notebook():
+    if widgets_available():
         return "widget"
-    return "text" if sys.stderr.isatty() and not background else "none"
+    if background:
+        return "none"
+    return "text" if in_notebook() or sys.stderr.isatty() else "none"
+
+
+def _panel() -> ProgressSink:
+    try:
+        from geotoolkit.display.widget import ProgressPanel
+    except ImportError as exc:
+        from geotoolkit.errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"progress='widget' needs ipywidgets, which this kernel cannot import ({exc}): "
+            "pip install ipywidgets in the kernel's environment, or pass progress='text'") from exc
+    return ProgressPanel(display=True)
 
 
 def progress_sink(progress: object = "auto", *, background: bool = False,
@@ -43,9 +58,7 @@ def progress_sink(progress: object = "auto", *, background: bool = False,
     if progress == "auto":
         progress = _auto(background)
     if progress == "widget":
-        from geotoolkit.display.widget import ProgressPanel
-
-        return ProgressPanel(display=True)
+        return _panel()
     if progress == "text":
         from geotoolkit.display.text import TextProgress
 

@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
-from geotoolkit.display.environment import in_notebook
+from geotoolkit.display.environment import widgets_available
 from geotoolkit.display.fleet_text import FleetText, StatusSource, status_text
 from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import Gate, open_gate
@@ -223,7 +223,7 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     title = redact(gate) if isinstance(gate, str) else opened.backend
     source = status_source(opened, selection)
     close = None if given else opened.close  # a gate we opened is closed by stop()
-    if display and in_notebook():
+    if display and widgets_available():
         from geotoolkit.display.fleet_panel import FleetPanel  # ipywidgets: only in a notebook
 
         return FleetPanel(source, title=title, refresh_seconds=refresh_seconds, on_stop=close)

@@ -74,3 +74,38 @@ def test_the_text_line_rewrites_itself_in_a_notebook_cell(monkeypatch: pytest.Mo
     outputs = notebook.cells[0].outputs
     assert "".join(o.text for o in outputs if o.name == "stdout").strip() == "True False"
     assert "\r" in "".join(o.text for o in outputs if o.name == "stderr")
+
+
+def test_without_ipywidgets_a_notebook_run_falls_back_to_the_text_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel whose environment lacks ipywidgets (a conda env built by hand, a kernel
+    of another venv) failed every run with ``ModuleNotFoundError: ipywidgets``: 'auto'
+    chose the panel inside any kernel. Now the text line says the same there, and
+    fleet_panel prints its text."""
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    code = ('import sys; sys.modules["ipywidgets"] = None  # not importable\n'
+            "import pandas as pd\n"
+            "import geotoolkit\n"
+            "from geotoolkit.gate import MemoryGate\n"
+            "from geotoolkit.providers import Nominatim\n"
+            "from geotoolkit.testing import ProviderSimulator\n"
+            "sim = ProviderSimulator(rate_limit=50).start()\n"
+            "df = pd.DataFrame({'address': ['Städtle 38, 9490 Vaduz, Liechtenstein'] * 3})\n"
+            "provider = Nominatim(sim.url, user_agent='test/1.0 (test@example.org)')\n"
+            "result = df.geocode.run('address', provider=provider, rate=40, gate='memory://',\n"
+            "                        cache=False)\n"
+            "print('statuses', result.geocode_status.tolist())\n"
+            "shown = geotoolkit.fleet_panel(MemoryGate())\n"
+            "print('fleet', type(shown).__name__)\n"
+            "sim.stop()\n")
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    stdout = "".join(o.text for o in outputs if o.get("name") == "stdout")
+    stderr = "".join(o.text for o in outputs if o.get("name") == "stderr")
+    assert "statuses ['matched', 'matched', 'matched']" in stdout
+    assert "3/3 rows: 3 matched, 0 no match, 0 failed; 0 throttled;" in stderr
+    assert "fleet FleetText" in stdout and "gate memory" in stdout
+    assert not [o for o in outputs if o.output_type == "display_data"]

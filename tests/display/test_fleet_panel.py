@@ -114,6 +114,24 @@ def test_a_failing_gate_is_shown_and_the_last_figures_kept() -> None:
     assert "pace 0.5/1 req/s" in panel.cards["geotoolkit:geo.example:anonymous"].pace.value
 
 
+def test_a_gate_unreachable_from_the_start_is_not_said_to_hold_no_key(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The text (what fleet_panel prints where the panel cannot show) said both 'unreachable'
+    and 'no key on this gate has a pacing state yet', though nothing was ever read; the
+    panel's heading said only the first. Both now say the same."""
+    def source() -> Sequence[Mapping[str, Any]]:
+        raise GateError("Redis gate at redis://127.0.0.1:1/0 failed to list its keys: "
+                        "ConnectionError: Connection refused", backend="redis")
+
+    shown = FleetText(source, title="redis://127.0.0.1:1/0", time_fn=lambda: START)
+    printed = capsys.readouterr().out
+    panel = FleetPanel(source, display=False, start=False, title="redis://127.0.0.1:1/0",
+                       time_fn=lambda: START)
+    assert printed.strip() == shown.text() == panel.header_text() == panel.text()
+    assert "unreachable, showing the last figures read: GateError" in printed
+    assert "no key on this gate" not in printed
+
+
 def _signalling(gate: Gate, refreshed: threading.Event) -> Callable[[], list[dict[str, Any]]]:
     source = status_source(gate, select())
 
@@ -209,3 +227,71 @@ def test_a_misspelt_sqlite_path_is_no_gate_and_nothing_is_created(tmp_path: Path
     with pytest.raises(ConfigurationError, match="no gate at"):
         geotoolkit.fleet_panel(gate=f"sqlite:///{wrong}")
     assert not (tmp_path / "tema").exists()
+
+
+def _run_cells(cells: Sequence[tuple[str | None, str]]) -> str:
+    """Run ``(cell id, source)`` pairs in one real kernel, as a front end sends them
+    (JupyterLab names the cell in the request's metadata; nbclient and older front ends
+    do not); returns what the last one printed."""
+    import os
+    import queue
+
+    from jupyter_client.manager import KernelManager
+
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel(env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    client = manager.client()
+    client.start_channels()
+    printed: list[str] = []
+    try:
+        client.wait_for_ready(timeout=60)
+        for cell_id, code in cells:
+            content = {"code": code, "silent": False, "store_history": True,
+                       "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}
+            msg = client.session.msg("execute_request", content,
+                                     metadata={"cellId": cell_id} if cell_id else {})
+            client.shell_channel.send(msg)
+            while True:  # the reply, then the idle status that follows its outputs
+                reply = client.get_shell_msg(timeout=60)
+                if reply["parent_header"].get("msg_id") == msg["header"]["msg_id"]:
+                    break
+            assert reply["content"]["status"] == "ok", reply["content"]
+            printed.clear()
+            while True:
+                try:
+                    out = client.get_iopub_msg(timeout=10)
+                except queue.Empty:
+                    break
+                if out["parent_header"].get("msg_id") != msg["header"]["msg_id"]:
+                    continue
+                if out["msg_type"] == "stream":
+                    printed.append(out["content"]["text"])
+                if out["msg_type"] == "status" and out["content"]["execution_state"] == "idle":
+                    break
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    return "".join(printed)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("ids", [True, False], ids=["cell ids", "no cell ids"])
+def test_running_the_cell_again_stops_the_panel_it_showed_before(tmp_path: Path, ids: bool) -> None:
+    """Each run of ``geotoolkit.fleet_panel(...)``'s cell left the panel before it refreshing
+    on its thread, out of sight, its gate open: after five runs, five threads read the gate
+    every second. Now a panel stops when the cell that showed it runs again (the same
+    cell id, or without ids the same source); a panel of another cell keeps going."""
+    SQLiteGate(tmp_path / "gate.sqlite").close()
+    show = (f"panels.append(geotoolkit.fleet_panel(gate='sqlite:///{tmp_path / 'gate.sqlite'}',"
+            " refresh_seconds=0.05)); panels[-1]")
+    report = ("import threading\n"
+              "print([p.running for p in panels],"
+              " sum(t.name == 'geotoolkit-fleet-panel' for t in threading.enumerate()))")
+    printed = _run_cells([
+        ("setup" if ids else None, "import geotoolkit\npanels = []"),
+        ("a" if ids else None, show),
+        ("b" if ids else None, show.replace("; panels[-1]", "\npanels[-1]")),  # another cell
+        ("a" if ids else None, show),  # cell a again (the same source without ids)
+        ("report" if ids else None, report),
+    ])
+    assert printed.strip() == "[False, True, True] 2"

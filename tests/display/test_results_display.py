@@ -6,6 +6,7 @@ import html
 import io
 import sys
 from pathlib import Path
+from typing import Any
 
 import geopandas as gpd
 import pandas as pd
@@ -192,3 +193,31 @@ def test_a_huge_result_draws_a_sample_and_says_so() -> None:
     assert "points" not in few.geocode.explore(max_points=None).table_html()
     with pytest.raises(ConfigurationError, match="max_points"):
         few.geocode.explore(max_points=0)
+
+
+def test_a_wide_result_keeps_its_map_page_small() -> None:
+    """Every column went into every point of the page, though the tooltip shows a few: a
+    50 000-row result with 30 columns of its own and full_results made a 15.8 MB notebook
+    output. The points carry only what the map shows (the tooltip's and popup's columns)."""
+    pytest.importorskip("folium")
+    narrow = _many(2_000)
+    wide = narrow.copy()
+    for k in range(30):
+        wide[f"col{k}"] = [f"some value {k} of row {i} here" for i in range(len(wide))]
+    narrow_page, wide_page = (len(f.geocode.explore()._repr_html_()) for f in (narrow, wide))
+    assert wide_page < 1.5 * narrow_page, (narrow_page, wide_page)  # 3.5 times before
+    shown = wide.geocode.explore(max_points=None)
+    properties = next(iter(_layers(shown))).data["features"][0]["properties"]
+    assert {"address", "col0", "col1", "col2", "geocode_label", "geocode_provider",
+            "geocode_precision"} <= set(properties)  # the tooltip's columns
+    assert "col29" not in properties and "geocode_attempts" not in properties
+    popup = wide.geocode.explore(max_points=None, popup=["col29"])
+    assert "col29" in next(iter(_layers(popup))).data["features"][0]["properties"]
+    everything = wide.geocode.explore(max_points=None, tooltip=True)
+    assert "col29" in next(iter(_layers(everything))).data["features"][0]["properties"]
+
+
+def _layers(shown: ResultMap) -> list[Any]:
+    import folium
+
+    return [c for c in shown.map._children.values() if isinstance(c, folium.GeoJson)]

@@ -15,6 +15,7 @@ import pytest
 from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.display.text import JsonLinesProgress, TextProgress
+from geotoolkit.errors import ConfigurationError
 from geotoolkit.progress import (
     BatchFinished,
     BatchStarted,
@@ -157,6 +158,18 @@ def test_progress_sink_choices() -> None:
     assert isinstance(progress_sink("json"), JsonLinesProgress)
     with pytest.raises(ValueError, match="progress must be"):
         progress_sink("fancy")
+
+
+def test_asking_for_the_panel_without_ipywidgets_says_how_to_get_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """progress='widget' where ipywidgets cannot be imported raised a bare
+    ``ModuleNotFoundError``; now a ConfigurationError says what to install or choose."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    monkeypatch.delitem(sys.modules, "geotoolkit.display.widget", raising=False)
+    with pytest.raises(ConfigurationError, match=r"pip install ipywidgets.*progress='text'"):
+        progress_sink("widget")
 
 
 def test_adapted_rate_is_rounded_and_countdown_never_shows_zero() -> None:

@@ -155,3 +155,23 @@ def test_reverse_geocoding_maps_the_fixes_with_their_distance(executed: dict[str
     maps = [b for b in bundles if b.get("text/plain", "").startswith("<ResultMap: 2 dead letters>")]
     assert len(maps) == 1 and "geocode_distance_m" in maps[0]["text/html"]
     assert "progress sink failed" not in text
+
+
+def test_team_on_one_key_after_its_setup_cell_runs_again_says_what_to_run(tmp_path: Path) -> None:
+    """Running the setup cell again (a new simulator, its log empty) and then the request-log
+    cell showed ``KeyError: 't'`` from deep in pandas; now that cell says to run the workers'
+    cell first."""
+    from nbclient import NotebookClient
+
+    shutil.copytree(NOTEBOOKS, tmp_path, dirs_exist_ok=True)
+    code = [c for c in nbformat.read(tmp_path / "team_on_one_key.ipynb", as_version=4).cells
+            if c.cell_type == "code"]
+    order = [code[0], code[1], code[2], code[1], code[3]]  # setup, workers, setup again, log
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c.source) for c in order],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    NotebookClient(notebook, timeout=60, kernel_name=_kernel_name(), allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    last = notebook.cells[-1].outputs
+    assert not [o for o in last if o.output_type == "error"], [o.get("evalue") for o in last]
+    assert "run the two workers (the cell above) first" in "".join(o.get("text", "") for o in last)
