@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -56,12 +57,24 @@ def test_a_hosted_notebook_whose_shell_subclasses_the_kernel_shell_is_a_notebook
     assert printed.strip() == "Shell True ProgressPanel"
 
 
-def test_the_text_line_rewrites_itself_in_a_notebook_cell(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A kernel's stderr is no terminal, but the notebook honours ``\\r``: progress='text'
-    there keeps one line rewritten in place, not a new line every 10 s."""
+def _run_in_a_kernel(code: str,
+                     monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, list[Any]]:
+    """``code`` run as one cell in a real python3 kernel that imports this checkout: what it
+    wrote to stdout and to stderr, and all its outputs."""
     from nbclient import NotebookClient
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
+    outputs = notebook.cells[0].outputs
+    stdout, stderr = ("".join(o.text for o in outputs if o.get("name") == name)
+                      for name in ("stdout", "stderr"))
+    return stdout, stderr, outputs
+
+
+def test_the_text_line_rewrites_itself_in_a_notebook_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel's stderr is no terminal, but the notebook honours ``\\r``: progress='text'
+    there keeps one line rewritten in place, not a new line every 10 s."""
     code = ("from geotoolkit.display.text import TextProgress\n"
             "from geotoolkit.progress import BatchStarted, ItemFinished\n"
             "import io\n"
@@ -69,11 +82,9 @@ def test_the_text_line_rewrites_itself_in_a_notebook_cell(monkeypatch: pytest.Mo
             "print(line.interactive, elsewhere.interactive)\n"
             "line(BatchStarted(total=2, unique=2))\n"
             "line(ItemFinished('matched'))\n")
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
-    outputs = notebook.cells[0].outputs
-    assert "".join(o.text for o in outputs if o.name == "stdout").strip() == "True False"
-    assert "\r" in "".join(o.text for o in outputs if o.name == "stderr")
+    stdout, stderr, _ = _run_in_a_kernel(code, monkeypatch)
+    assert stdout.strip() == "True False"
+    assert "\r" in stderr
 
 
 def test_without_ipywidgets_a_notebook_run_falls_back_to_the_text_line(
@@ -82,9 +93,6 @@ def test_without_ipywidgets_a_notebook_run_falls_back_to_the_text_line(
     of another venv) failed every run with ``ModuleNotFoundError: ipywidgets``: 'auto'
     chose the panel inside any kernel. Now the text line says the same there, and
     fleet_panel prints its text."""
-    from nbclient import NotebookClient
-
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
     code = ('import sys; sys.modules["ipywidgets"] = None  # not importable\n'
             "import pandas as pd\n"
             "import geotoolkit\n"
@@ -100,11 +108,7 @@ def test_without_ipywidgets_a_notebook_run_falls_back_to_the_text_line(
             "shown = geotoolkit.fleet_panel(MemoryGate())\n"
             "print('fleet', type(shown).__name__)\n"
             "sim.stop()\n")
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    NotebookClient(notebook, timeout=60, kernel_name="python3").execute()
-    outputs = notebook.cells[0].outputs
-    stdout = "".join(o.text for o in outputs if o.get("name") == "stdout")
-    stderr = "".join(o.text for o in outputs if o.get("name") == "stderr")
+    stdout, stderr, outputs = _run_in_a_kernel(code, monkeypatch)
     assert "statuses ['matched', 'matched', 'matched']" in stdout
     assert "3/3 rows: 3 matched, 0 no match, 0 failed; 0 throttled;" in stderr
     assert "fleet FleetText" in stdout and "gate memory" in stdout
