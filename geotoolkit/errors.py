@@ -13,11 +13,12 @@ mapped to these once, at the adapter's edge, with ``raise ... from exc``::
     │   ├── RateLimitError                     429/503; .retry_after    → retriable
     │   ├── ProviderUnavailableError (OSError) 5xx, timeouts, resets    → retriable
     │   └── ProviderResponseError              unparsable payload (.raw) → dead letter
-    ├── GateError                              wraps store errors; .backend
+    ├── GateError                              wraps store errors; .backend, .permanent
     └── ExportError
 
 Retriability is a class attribute, ``retriable``, so orchestrators and retry
-libraries test one flag.
+libraries test one flag (a ``GateError`` that is ``permanent``, a refused setting, sets it
+false on itself).
 """
 
 from __future__ import annotations
@@ -140,7 +141,8 @@ class GateError(GeotoolkitError):
     """The shared gate's store failed; ``backend`` names it (sqlite, redis, ...).
 
     ``permanent``: the store refused a setting (credentials, permissions, a database or a
-    db index that does not exist), which no retry heals, unlike an outage.
+    db index that does not exist), which no retry heals, unlike an outage: such an error
+    is not ``retriable``.
     """
 
     retriable = True
@@ -149,6 +151,7 @@ class GateError(GeotoolkitError):
         super().__init__(message)
         self.backend = backend
         self.permanent = permanent
+        self.retriable = not permanent
 
 
 class ExportError(GeotoolkitError):

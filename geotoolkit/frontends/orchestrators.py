@@ -32,6 +32,7 @@ from typing import Any
 from geotoolkit.errors import (
     AuthenticationError,
     ConfigurationError,
+    GateError,
     GeotoolkitError,
     QuotaExceededError,
     RateLimitError,
@@ -73,8 +74,7 @@ def retry_delay(
     True
     """
     default = _check_seconds("default_seconds", default_seconds)
-    if not isinstance(exc, GeotoolkitError) or not exc.retriable \
-            or getattr(exc, "permanent", False) is True:
+    if not isinstance(exc, GeotoolkitError) or not exc.retriable:
         return None
     delay = default
     if isinstance(exc, RateLimitError) and exc.retry_after is not None \
@@ -107,7 +107,7 @@ def not_retried(exc: BaseException) -> str | None:
         why = (f"the quota is spent until its period ends, in {after / 3600:.1f} h: run again "
                "after that" if after is not None and math.isfinite(after) else
                "the provider's quota is spent: run again once it resets (your plan says when)")
-    elif getattr(exc, "permanent", False) is True:
+    elif isinstance(exc, GateError) and exc.permanent:
         why = "the gate refused its setting: fix the gate URL (credentials, database, db index)"
     elif isinstance(exc, ConfigurationError):
         why = "fix the configuration, then run again"
