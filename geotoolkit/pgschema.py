@@ -12,10 +12,11 @@ it up to date, once, under an advisory lock.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ensure_schema", "redial", "schema_mark"]
+__all__ = ["ensure_schema", "redial", "refused_setting", "schema_mark"]
 
 #: SQLSTATE insufficient_privilege: only a table's owner may comment on it.
 _NOT_OWNER = "42501"
@@ -82,3 +83,24 @@ def redial(*, attempt: int, dialled: bool, dropped: bool, timed_out: bool, elaps
     False
     """
     return attempt == 1 and dialled and dropped and not timed_out and elapsed < timeout
+
+
+#: What a server answers a setting no retry heals: a password, a role, a database, a host
+#: rule, a permission (SQLSTATE classes 28 and 3D, and 42501; a refused connection carries
+#: no SQLSTATE, only libpq's message).
+_REFUSED_STATES = ("28", "3D", "42501")
+_REFUSED_TEXT = re.compile(r"password authentication failed|(role|database) \S+ does not exist"
+                           r"|no pg_hba\.conf entry|permission denied", re.IGNORECASE)
+
+
+def refused_setting(exc: BaseException) -> bool:
+    """Whether the server refused a setting of the DSN (not an outage): the gate's and the
+    cache's errors then say they are permanent.
+
+    >>> refused_setting(Exception('connection failed: FATAL:  database "x" does not exist'))
+    True
+    >>> refused_setting(Exception("connection failed: Connection refused"))
+    False
+    """
+    state = getattr(exc, "sqlstate", None) or ""
+    return state.startswith(_REFUSED_STATES) or bool(_REFUSED_TEXT.search(str(exc)))

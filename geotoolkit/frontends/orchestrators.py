@@ -37,6 +37,7 @@ from geotoolkit.errors import (
     QuotaExceededError,
     RateLimitError,
 )
+from geotoolkit.store.base import StoreError
 
 __all__ = ["dagster_retry", "not_retried", "prefect_retry_options", "retry_delay"]
 
@@ -109,6 +110,8 @@ def not_retried(exc: BaseException) -> str | None:
                "the provider's quota is spent: run again once it resets (your plan says when)")
     elif isinstance(exc, GateError) and exc.permanent:
         why = "the gate refused its setting: fix the gate URL (credentials, database, db index)"
+    elif isinstance(exc, StoreError) and exc.permanent:
+        why = "the cache refused its setting: fix the cache URL or path (credentials, database, file)"
     elif isinstance(exc, ConfigurationError):
         why = "fix the configuration, then run again"
     else:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -59,7 +58,7 @@ from geotoolkit.gate.primitives import (
     describe,
 )
 from geotoolkit.gate.strategy import FleetGate
-from geotoolkit.pgschema import ensure_schema, redial
+from geotoolkit.pgschema import ensure_schema, redial, refused_setting
 from geotoolkit.redact import redact
 from geotoolkit.urls import bad_dsn, check_userinfo
 from geotoolkit.watchdog import Watchdog
@@ -119,26 +118,6 @@ def _error_text(exc: BaseException, secrets: list[str | None]) -> str:
     """``exc`` as redacted text, without PostgreSQL's CONTEXT lines (the SQL that ran)."""
     text = str(exc).split("\nCONTEXT:", 1)[0].strip()
     return redact(f"{type(exc).__name__}: {text}", secrets)
-
-
-#: What a server answers a setting no retry heals: a password, a role, a database, a host
-#: rule, a permission (SQLSTATE classes 28 and 3D, and 42501; a refused connection carries
-#: no SQLSTATE, only libpq's message).
-_REFUSED_STATES = ("28", "3D", "42501")
-_REFUSED_TEXT = re.compile(r"password authentication failed|(role|database) \S+ does not exist"
-                           r"|no pg_hba\.conf entry|permission denied", re.IGNORECASE)
-
-
-def _refused_setting(exc: BaseException) -> bool:
-    """Whether the server refused a setting of the DSN (not an outage).
-
-    >>> _refused_setting(psycopg.OperationalError('connection failed: FATAL:  database "x" does not exist'))
-    True
-    >>> _refused_setting(psycopg.OperationalError("connection failed: Connection refused"))
-    False
-    """
-    state = getattr(exc, "sqlstate", None) or ""
-    return state.startswith(_REFUSED_STATES) or bool(_REFUSED_TEXT.search(str(exc)))
 
 
 def _connect(dsn: str, timeout_seconds: float, watchdog: Watchdog) -> psycopg.Connection[Any]:
@@ -272,7 +251,7 @@ class PostgresStore(Primitives):
             message += (" (the gate's tables are missing or from another version, and this user"
                         " may not create them: run `geotoolkit gate init URL` as their owner)")
         raise GateError(f"PostgreSQL gate at {self.dsn} failed to {action}: {message}",
-                        backend="postgres", permanent=_refused_setting(exc)) from exc
+                        backend="postgres", permanent=refused_setting(exc)) from exc
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None

@@ -58,13 +58,21 @@ class ResultStore(Protocol):
 
 
 class StoreError(GeotoolkitError):
-    """The result store (cache) failed; ``backend`` names it (sqlite, postgres)."""
+    """The result store (cache) failed; ``backend`` names it (sqlite, postgres).
+
+    ``permanent``: the cache's setting is refused (credentials, a role or a database that
+    does not exist, a path that is a directory or may not be written, a damaged file),
+    which no retry heals, unlike an outage or a lock wait: such an error is not
+    ``retriable``.
+    """
 
     retriable = True
 
-    def __init__(self, message: str, *, backend: str) -> None:
+    def __init__(self, message: str, *, backend: str, permanent: bool = False) -> None:
         super().__init__(message)
         self.backend = backend
+        self.permanent = permanent
+        self.retriable = not permanent
 
 
 def check_timeout(timeout_seconds: float) -> float:

@@ -28,7 +28,7 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 
 from geotoolkit.clock import Clock
-from geotoolkit.pgschema import ensure_schema, redial, schema_mark
+from geotoolkit.pgschema import ensure_schema, redial, refused_setting, schema_mark
 from geotoolkit.redact import redact
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
@@ -153,7 +153,7 @@ class PostgresStore:
             message += (f" (the table {TABLE} is missing or from another version, and this user "
                         "may not create it: open the cache once as a user who may)")
         raise StoreError(f"PostgreSQL cache at {self.dsn} failed: {message}",
-                         backend="postgres") from exc
+                         backend="postgres", permanent=refused_setting(exc)) from exc
 
     def _connect(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:

@@ -10,6 +10,7 @@ transaction, so concurrent openers agree); its rows read back with precision
 from __future__ import annotations
 
 import contextlib
+import errno
 import sqlite3
 import threading
 import time
@@ -72,6 +73,32 @@ def _hint(exc: sqlite3.Error, path: Path) -> str:
             "held are sent again), or run without a cache")
 
 
+#: SQLite's primary result codes of a file this process may never use as it is: no
+#: permission, read only, damaged, not a database (a busy or full database may clear).
+_REFUSED_CODES = frozenset({sqlite3.SQLITE_PERM, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CORRUPT,
+                            sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_AUTH})
+#: Errors opening the path that no retry heals: a directory, no permission, a read-only mount.
+_REFUSED_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.EROFS,
+                             errno.ENAMETOOLONG})
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether the cache's path is refused for good (not a lock wait or a full disk).
+
+    >>> _refused(IsADirectoryError(errno.EISDIR, "Is a directory"))
+    True
+    >>> _refused(sqlite3.OperationalError("database is locked"))
+    False
+    """
+    if isinstance(exc, OSError):
+        return exc.errno in _REFUSED_ERRNOS
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in _REFUSED_CODES
+    text = str(exc)
+    return "newer than this geotoolkit" in text or any(word in text for word in _DAMAGED)
+
+
 def default_store_path() -> Path:
     """``results.sqlite`` in the user's cache directory (created on first use)."""
     import platformdirs
@@ -116,7 +143,7 @@ class SQLiteStore:
                                        isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the SQLite cache at {self.path}: {exc}",
-                             backend="sqlite") from exc
+                             backend="sqlite", permanent=_refused(exc)) from exc
         try:
             self._guard(self._init_schema)
         except StoreError:
@@ -174,7 +201,7 @@ class SQLiteStore:
                 return body()
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite cache {self.path} failed: {exc}{_hint(exc, self.path)}",
-                                 backend="sqlite") from exc
+                                 backend="sqlite", permanent=_refused(exc)) from exc
 
     def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]:
         """The fresh outcomes stored for ``keys`` (missing and expired keys are absent)."""

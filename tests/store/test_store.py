@@ -182,6 +182,59 @@ def test_postgres_errors_hide_the_password(postgres_dsn: str) -> None:
         PostgresStore("host=db port=5432 =broken")
 
 
+def test_a_sqlite_cache_path_refused_for_good_is_not_retriable(tmp_path: Path) -> None:
+    """A cache path that is a directory, under a file, a damaged file or a newer schema: no
+    retry heals it, yet StoreError was always retriable, so the orchestrator helpers retried
+    such a run for ever. Now the error says it is permanent."""
+    from geotoolkit.frontends.orchestrators import not_retried, retry_delay
+
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"this is not a SQLite database" * 100)
+    import sqlite3
+
+    newer = tmp_path / "new.sqlite"
+    with sqlite3.connect(newer) as db:
+        db.execute("PRAGMA user_version = 99")
+    for path in (directory, blocker / "cache.sqlite", garbage, newer):
+        with pytest.raises(StoreError) as info:
+            SQLiteStore(path)
+        assert info.value.permanent and not info.value.retriable, path
+        assert retry_delay(info.value) is None
+        assert "the cache refused its setting" in (not_retried(info.value) or "")
+
+
+@pytest.mark.postgres
+def test_a_postgres_cache_setting_refused_is_not_retriable_an_outage_is(postgres_dsn: str) -> None:
+    """A database or a role the server does not have is refused for good (it was retriable,
+    retried for ever by the orchestrator helpers); a server not answering stays retriable."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from geotoolkit.store.postgres import PostgresStore
+
+    if "://" not in postgres_dsn:
+        pytest.skip("a key=value DSN")
+    parts = urlsplit(postgres_dsn)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    refused = [urlunsplit(parts._replace(path="/geotoolkit_no_such_database")),
+               urlunsplit(parts._replace(netloc=f"geotoolkit_nobody:pw@{host}"))]
+    for dsn in refused:
+        store = PostgresStore(dsn, timeout_seconds=2)
+        try:
+            with pytest.raises(StoreError, match=r"does not exist|authentication failed") as info:
+                store.get_many(["k"])
+        finally:
+            store.close()
+        assert info.value.permanent and not info.value.retriable, str(info.value)
+    down = PostgresStore("postgresql://someone@127.0.0.1:1/nothing", timeout_seconds=1)
+    with pytest.raises(StoreError, match="refused") as info:
+        down.get_many(["k"])
+    assert info.value.retriable and not info.value.permanent
+
+
 @pytest.mark.postgres
 def test_postgres_is_shared_between_connections(postgres_dsn: str) -> None:
     from geotoolkit.store.postgres import PostgresStore
