@@ -75,7 +75,8 @@ class StageStarted:
 @dataclass(frozen=True)
 class Throttled:
     """The fleet paused: ``cause`` is "retry-after" (the server said so), "backoff", or
-    "circuit" (the provider is unreachable: its circuit opened, one probe at a time)."""
+    "circuit" (the provider is unreachable or answering 5xx, ``status_code``: its circuit
+    opened, one probe at a time)."""
 
     wait_seconds: float
     cause: Literal["retry-after", "backoff", "fleet pacing", "circuit"]

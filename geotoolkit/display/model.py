@@ -105,7 +105,8 @@ def _throttle_cause(event: Throttled) -> str:
         status = f"{event.status_code} " if event.status_code else ""
         return f"backoff after {status}from {host}"
     if event.cause == "circuit":
-        return f"circuit open: {host} unreachable, probing"
+        seen = f"answering HTTP {event.status_code}" if event.status_code else "unreachable"
+        return f"circuit open: {host} {seen}, probing"
     return "fleet pacing"
 
 

@@ -55,6 +55,43 @@ PROBE_VALUE = "circuit:probe"
 
 #: How often a worker waiting behind another worker's probe looks again.
 _POLL_SECONDS = 1.0
+#: How a circuit's reason begins: what was seen (a state written by an older version holds
+#: the error alone, which was a connection's or a 5xx's: "failing" says both truly).
+_SEEN = ("unreachable", "answering ")
+
+
+def _describe(exc: ProviderUnavailableError) -> str:
+    """What a failure says of the provider, then the error: a provider answering 5xx is
+    reachable and failing, not "unreachable".
+
+    >>> _describe(ProviderUnavailableError("p is unavailable (HTTP 503)", status_code=503))
+    'answering HTTP 503: p is unavailable (HTTP 503)'
+    >>> _describe(ProviderUnavailableError("p connection failed (ConnectError)"))
+    'unreachable: p connection failed (ConnectError)'
+    """
+    code = exc.status_code
+    seen = "unreachable" if code is None else f"answering HTTP {code}" if code >= 400 \
+        else "answering errors"
+    return f"{seen}: {exc}"
+
+
+def _seen(reason: str) -> tuple[str, str]:
+    """A circuit's reason split into what was seen and the error.
+
+    >>> _seen("answering HTTP 500: p is unavailable (HTTP 500)")
+    ('answering HTTP 500', 'p is unavailable (HTTP 500)')
+    >>> _seen("p connection failed")
+    ('failing', 'p connection failed')
+    """
+    seen, sep, error = reason.partition(": ")
+    return (seen, error) if sep and seen.startswith(_SEEN) else ("failing", reason)
+
+
+def _status(reason: str) -> int | None:
+    """The HTTP status a circuit's reason says the provider answered, if any."""
+    seen = _seen(reason)[0]
+    code = seen.removeprefix("answering HTTP ")
+    return int(code) if code != seen and code.isdigit() else None
 
 
 @dataclass(frozen=True)
@@ -237,7 +274,7 @@ class Circuit:
         if task is not None:
             self._failing.add(task)
         if self.probing:
-            await self._reopen(str(exc))
+            await self._reopen(_describe(exc))
             return False
         if self.known is None:
             await self.refresh()  # another worker may have opened it already
@@ -247,7 +284,7 @@ class Circuit:
             return False
         self._run.append(query_key)
         if len(self._run) >= self.failures and len(set(self._run)) >= 2:
-            await self._open(str(exc))
+            await self._open(_describe(exc))
             return True
         return False
 
@@ -259,8 +296,8 @@ class Circuit:
         stored = await self._set(CIRCUIT_VALUE, state.to_json(), ttl_seconds=self._ttl(),
                                  only_if_absent=True)
         if stored:
-            log.warning("%s unreachable (%s): circuit open, probing in %.0f s",
-                        self.pacer.host, reason, self.first_interval)
+            log.warning("%s %s (%s): circuit open, probing in %.0f s",
+                        self.pacer.host, *_seen(reason), self.first_interval)
             await self._publish(state)
         await self.refresh()
 
@@ -284,10 +321,11 @@ class Circuit:
 
     async def _publish(self, state: CircuitState) -> None:
         wait = max(0.0, state.probe_at - self._store_now())
-        await self.pacer.pause(wait, cause=f"circuit open: {self.pacer.host} unreachable "
-                                           f"({state.reason}); next probe in {wait:.0f} s")
+        seen, error = _seen(state.reason)
+        await self.pacer.pause(wait, cause=f"circuit open: {self.pacer.host} {seen} "
+                                           f"({error}); next probe in {wait:.0f} s")
         self.pacer.emit(Throttled(wait_seconds=wait, cause="circuit", host=self.pacer.host,
-                                  at=self.pacer.clock.now()))
+                                  at=self.pacer.clock.now(), status_code=_status(state.reason)))
 
     async def _claim(self) -> bool:
         return await self._set(PROBE_VALUE, self.pacer.worker_id or "worker",
@@ -310,9 +348,10 @@ class Circuit:
         return max(state.opened_at, self._joined[1])
 
     def _gave_up(self, state: CircuitState, now: float) -> ProviderUnavailableError:
+        seen, error = _seen(state.reason)
         return ProviderUnavailableError(
-            f"{self.pacer.host} has been unreachable for {now - state.opened_at:.0f} s "
-            f"({state.reason}); giving up after circuit_timeout_seconds="
+            f"{self.pacer.host} has been {seen} for {now - state.opened_at:.0f} s "
+            f"({error}); giving up after circuit_timeout_seconds="
             f"{self.timeout_seconds:g}. Finished rows are kept: run again to resume.",
             provider=self.pacer.provider)
 

@@ -16,7 +16,7 @@ from geotoolkit import FakeClock, MemoryGate, ProviderUnavailableError, Query, R
 from geotoolkit.engine import Engine
 from geotoolkit.engine.circuit import CIRCUIT_VALUE, CircuitState
 from geotoolkit.policy import Backoff
-from geotoolkit.progress import Event, FleetSampled
+from geotoolkit.progress import Event, FleetSampled, Throttled
 from geotoolkit.providers import Nominatim
 from geotoolkit.results import Failure, Match, Outcome
 
@@ -77,6 +77,26 @@ def test_a_provider_that_stays_down_costs_a_few_probes_then_ends_the_batch_clear
     probes = [t for t, _ in outage.sent if t > 5]
     gaps = [round(b - a) for a, b in itertools.pairwise(probes)]
     assert gaps[:4] == [8, 16, 32, 60] and set(gaps[4:]) == {60}  # growing, then capped
+
+
+def test_a_provider_answering_5xx_is_said_to_answer_them_not_to_be_unreachable() -> None:
+    """A provider answering HTTP 500 to every query is reachable and failing; the log, the
+    fleet's pause cause, the widget's line and the final error all said "unreachable"."""
+    from geotoolkit.display.model import _throttle_cause
+
+    clock = FakeClock(start=0.0)
+    events: list[Event] = []
+    with pytest.raises(ProviderUnavailableError) as info:
+        asyncio.run(engine(clock, poisoned(""), MemoryGate(clock=clock),
+                           circuit_timeout_seconds=100.0).run(queries(20), events.append))
+    assert str(info.value).startswith("sim.test has been answering HTTP 500 for ")
+    assert "(HTTP 500): internal error)" in str(info.value)
+    causes = {e.pause_cause for e in events if isinstance(e, FleetSampled) and e.pause_cause}
+    assert causes and all(c.startswith("circuit open: sim.test answering HTTP 500 (") for c in causes)
+    circuit = [e for e in events if isinstance(e, Throttled) and e.cause == "circuit"]
+    assert circuit and {e.status_code for e in circuit} == {500}
+    assert _throttle_cause(circuit[0]) == "circuit open: sim.test answering HTTP 500, probing"
+    assert not any("unreachable" in text for text in [str(info.value), *causes])
 
 
 def test_the_batch_recovers_when_the_provider_comes_back() -> None:
