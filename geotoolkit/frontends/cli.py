@@ -354,7 +354,7 @@ def _run_job(args: argparse.Namespace, options: GeocodeOptions, *, announce: str
     if announce:
         print(announce, file=sys.stderr)
     result = _unless_deferred(lambda: job.run_sync(sink) if job is not None else retry(
-        previous, None, columns, options, sink))
+        previous, None, columns, options, sink), options)
     if result is None:
         return EX_TEMPFAIL
     geocoded, letters = write_results(result, args.output)
@@ -381,14 +381,22 @@ def _report(tally: Tally, output: Path, geocoded: int, letters: int) -> None:
           f"{note})")
 
 
-def _unless_deferred(run: Callable[[], gpd.GeoDataFrame]) -> gpd.GeoDataFrame | None:
-    """The result of ``run()``; ``None`` when non-blocking mode asked to retry later (the
-    wait is printed as ``retry_after=<seconds>`` on stderr)."""
+def _unless_deferred(run: Callable[[], gpd.GeoDataFrame],
+                     options: GeocodeOptions) -> gpd.GeoDataFrame | None:
+    """The result of ``run()``; ``None`` when non-blocking mode asked to retry later: stderr
+    says why and what to do, then ends with ``retry_after=<seconds>`` (the line scripts read)."""
     try:
         return run()
     except RateLimitError as exc:
         if exc.retry_after is None:
             raise
+        cache = options.cache
+        name = cache.strip().lower() if isinstance(cache, str) else ""
+        kept = cache is not False and name != "none" and not name.startswith("memory:")
+        rows = ("the rows finished so far are kept in the cache and not sent again" if kept else
+                "without a lasting cache, the rows finished so far are sent again")
+        print(f"geotoolkit: deferred, not failed: {exc}. Run the same command again in "
+              f"{exc.retry_after:.1f} s or later ({rows}).", file=sys.stderr)
         print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
         return None
 
@@ -402,7 +410,7 @@ def _reverse(args: argparse.Namespace, options: GeocodeOptions) -> int:
                                     country=args.country)
     check_exportable(job.frame, args.output, reverse=True)  # before anything is sent
     sink, tally = _progress(args.progress)
-    result = _unless_deferred(lambda: job.run_sync(sink))
+    result = _unless_deferred(lambda: job.run_sync(sink), options)
     if result is None:
         return EX_TEMPFAIL
     geocoded, letters = write_results(result, args.output)

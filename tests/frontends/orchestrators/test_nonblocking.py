@@ -95,7 +95,14 @@ def test_the_cli_exits_75_with_retry_after_on_stderr_then_resumes(
             "--rate", "50", "--max-wait-seconds", "5", "--progress", "none",
             "--cache", f"sqlite:///{tmp_path}/results.sqlite"]
     assert main([*args, "--gate", f"sqlite:///{tmp_path}/gate.sqlite"]) == EX_TEMPFAIL
-    assert "retry_after=120.0" in capsys.readouterr().err.splitlines()
+    lines = capsys.readouterr().err.splitlines()
+    assert "retry_after=120.0" in lines
+    # With --progress none that line was all stderr held: a cron mail gave no reason. A human
+    # line now says why and what to do; the line scripts read stays the last.
+    assert lines[-1] == "retry_after=120.0"
+    why = lines[-2]
+    assert why.startswith("geotoolkit: deferred, not failed: ") and "120.0 s" in why
+    assert "Run the same command again in 120.0 s or later" in why and "kept in the cache" in why
     assert not target.exists()
     settled = _sent(sim)
 
