@@ -178,7 +178,7 @@ class Circuit:
                     raise self._gave_up(state, now)
                 wait = state.probe_at - now
                 if wait > 0:
-                    self.pacer.check_budget(wait)
+                    self._check_budget(state, wait)
                     await self.pacer.sleep_until(self.pacer.clock.now() + min(wait, _POLL_SECONDS * 5))
                 elif self._prober is None and self._may_probe(now, state) and await self._claim():
                     self._prober = asyncio.current_task()
@@ -354,6 +354,16 @@ class Circuit:
             f"({error}); giving up after circuit_timeout_seconds="
             f"{self.timeout_seconds:g}. Finished rows are kept: run again to resume.",
             provider=self.pacer.provider)
+
+    def _check_budget(self, state: CircuitState, wait: float) -> None:
+        """Non-blocking mode: the wait for the next probe is the circuit's, and says so."""
+        budget = self.pacer.max_wait_seconds
+        if budget is not None and wait > budget:
+            seen, error = _seen(state.reason)
+            raise RateLimitError(
+                f"{self.pacer.host} is {seen} ({error}): its circuit is open, and the next probe "
+                f"is {wait:.1f} s away, more than max_wait_seconds={budget:g}",
+                retry_after=wait, provider=self.pacer.provider)
 
     def _store_now(self) -> float:
         return self.pacer.store_now()

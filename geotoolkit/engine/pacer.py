@@ -18,6 +18,7 @@ import functools
 import logging
 import math
 import secrets
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -550,12 +551,27 @@ class Pacer:
         return reservation
 
     def check_budget(self, wait: float) -> None:
-        """Non-blocking mode: refuse to wait longer than ``max_wait_seconds``."""
+        """Non-blocking mode: refuse to wait longer than ``max_wait_seconds``.
+
+        The error says what the wait is for: the provider's refusal when it is called
+        while one is handled (the engine's backoff after a 429 or a 503), else the fleet's
+        own spacing, a pause on the gate or a backoff (the provider asked nothing)."""
         budget = self.max_wait_seconds
         if budget is not None and wait > budget:
-            raise RateLimitError(
-                f"{self.host} asks to wait {wait:.1f} s, more than max_wait_seconds={budget:g}",
-                retry_after=wait, provider=self.provider)
+            raise RateLimitError(f"{self._waiting_for(wait)}, more than max_wait_seconds={budget:g}",
+                                 retry_after=wait, provider=self.provider)
+
+    def _waiting_for(self, wait: float) -> str:
+        refusal = sys.exception()
+        if not isinstance(refusal, RateLimitError) or refusal.status_code is None:
+            return (f"the next send to {self.host} is {wait:.1f} s away (the fleet's pacing, a "
+                    "pause on the gate, or a backoff after an error)")
+        hint = refusal.retry_after
+        if hint is None or not math.isfinite(hint):
+            return (f"{self.host} refused a send (HTTP {refusal.status_code}, no Retry-After): "
+                    f"the backoff puts the next try {wait:.1f} s away")
+        return (f"{self.host} asks to wait {hint:.1f} s (HTTP {refusal.status_code}): the next "
+                f"try is {wait:.1f} s away")
 
     # -- pauses --------------------------------------------------------------------------
 

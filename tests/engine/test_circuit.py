@@ -99,6 +99,21 @@ def test_a_provider_answering_5xx_is_said_to_answer_them_not_to_be_unreachable()
     assert not any("unreachable" in text for text in [str(info.value), *causes])
 
 
+def test_a_deferred_run_behind_an_open_circuit_says_it_waits_for_the_probe() -> None:
+    """A non-blocking run meeting a circuit that another run left open said 'sim.test asks
+    to wait 31.8 s', though the provider asked nothing: the wait is the circuit's."""
+    clock = FakeClock(start=0.0)
+    gate, outage = MemoryGate(clock=clock), Outage(clock)
+    with pytest.raises(ProviderUnavailableError):
+        asyncio.run(engine(clock, outage, gate, circuit_timeout_seconds=30.0).run(queries(10)))
+    with pytest.raises(RateLimitError) as info:
+        asyncio.run(engine(clock, outage, gate, max_wait_seconds=1.0).run(queries(3)))
+    assert str(info.value).startswith(
+        "sim.test is unreachable (nominatim connection failed (ConnectError: connection refused)): "
+        "its circuit is open, and the next probe is ")
+    assert str(info.value).endswith(" s away, more than max_wait_seconds=1")
+
+
 def test_the_batch_recovers_when_the_provider_comes_back() -> None:
     clock = FakeClock(start=0.0)
     outage = Outage(clock, up_at=100.0)

@@ -181,6 +181,35 @@ def test_a_key_throttled_for_good_waits_until_the_non_blocking_budget_runs_out()
     assert len(recorder.sent) == 6  # waits 1, 2, 4, 8, 16, then 32 > the budget
 
 
+@pytest.mark.parametrize(("status", "headers", "said"), [
+    (200, {}, "the next send to sim.test is 2.0 s away (the fleet's pacing, a pause on the gate, "
+              "or a backoff after an error), more than max_wait_seconds=0.1"),
+    (429, {"Retry-After": "120"}, "sim.test asks to wait 120.0 s (HTTP 429): the next try is "
+                                  "120.0 s away, more than max_wait_seconds=0.1"),
+    (503, {}, "sim.test refused a send (HTTP 503, no Retry-After): the backoff puts the next try "
+              "1.0 s away, more than max_wait_seconds=0.1"),
+])
+def test_a_deferred_batch_says_what_the_wait_is_for(status: int, headers: dict[str, str],
+                                                    said: str) -> None:
+    """Non-blocking mode said '<host> asks to wait 2.0 s' for any wait over the budget, also
+    for the fleet's own spacing at rate=0.5 (the provider had asked nothing) and for a
+    backoff after a 503 without Retry-After. It now says the wait's cause."""
+    clock = FakeClock(start=0.0)
+    answered = {"n": 0}
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        answered["n"] += 1
+        if answered["n"] == 1 or status == 200:
+            return Recorder.match(request)
+        return httpx.Response(status, headers=headers)
+
+    with pytest.raises(RateLimitError) as info:
+        run(make_engine(clock, Recorder(clock, respond), concurrency=1, max_wait_seconds=0.1,
+                        rate=RatePolicy(rate=0.5, safety_margin=0.0) if status == 200 else 50.0,
+                        backoff=Backoff(initial_seconds=1.0, jitter=0.0)), queries(3))
+    assert str(info.value) == said
+
+
 def test_day_long_retry_after_is_clamped_to_the_cap() -> None:
     clock = FakeClock(start=0.0)
     first = {"done": False}
