@@ -218,13 +218,13 @@ def _rate(value: float) -> str:
 
 
 def fleet_text(view: ProgressView) -> str:
-    """``fleet 19.8/20 req/s, 429s 2%, 2 workers`` (``pace …`` when only estimated)."""
+    """``fleet 19.8/20 req/s, throttled 2%, 2 workers`` (``pace …`` when only estimated)."""
     label = "fleet" if view.fleet_measured else "pace"
     pace = "-" if view.pace is None else f"{view.pace:.1f}"
     allowed = "" if view.allowed_rate is None else f"/{_rate(view.allowed_rate)}"
     text = f"{label} {pace}{allowed} req/s"
     if view.throttle_ratio is not None:
-        text += f", 429s {100.0 * view.throttle_ratio:.0f}%"
+        text += f", throttled {100.0 * view.throttle_ratio:.0f}%"  # 429s and 503s
     if view.workers is not None:
         text += f", {view.workers} worker{'s' if view.workers != 1 else ''}"
     return text

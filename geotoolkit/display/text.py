@@ -55,7 +55,7 @@ class TextProgress:
     The line shows progress, the stage of a provider chain, the fleet gauge and any pause
     countdown with its cause::
 
-        geocoding 12/20 (60%) 4.0 rows/s ETA 2 s | fleet 19.8/20 req/s, 429s 2%, 2 workers
+        geocoding 12/20 (60%) 4.0 rows/s ETA 2 s | fleet 19.8/20 req/s, throttled 2%, 2 workers
         | paused 11 s: Retry-After from nominatim.example: 12 s
 
     Parameters

@@ -113,7 +113,7 @@ def test_fleet_sample_drives_the_gauge() -> None:
     panel(FleetSampled(pace=19.5, allowed_rate=20.0, requests=100, successes=95, throttled=5,
                        window_seconds=5.0, pause_remaining=3.0, pause_cause="fleet pacing",
                        workers_active=3, at=2.0))
-    assert "fleet 19.5/20 req/s, 429s 5%, 3 workers" in panel.fleet.value
+    assert "fleet 19.5/20 req/s, throttled 5%, 3 workers" in panel.fleet.value
     assert (panel.gauge.value, panel.gauge.max, panel.gauge.description) == (19.5, 20.0, "fleet")
     assert "paused 3 s: fleet pacing" in panel.pause.value
 
@@ -126,7 +126,7 @@ def test_without_fleet_samples_the_gauge_is_estimated_from_events() -> None:
                  ItemFinished(status="matched", attempts=2, at=1.0),
                  ItemFinished(status="matched", attempts=1, at=1.5)], clock)
     assert panel.gauge.description == "pace"
-    assert "pace 2.0/2 req/s, 429s 33%" in panel.fleet.value
+    assert "pace 2.0/2 req/s, throttled 33%" in panel.fleet.value
     assert "worker" not in panel.fleet.value  # unknown until the fleet is sampled
 
 

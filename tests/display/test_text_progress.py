@@ -53,7 +53,7 @@ def test_text_line_shows_progress_and_estimated_pace() -> None:
     text(BatchStarted(total=4, unique=4, rate=2.0, host=HOST, at=0.0))
     clock.now = 1.0
     text(ItemFinished(status="matched", attempts=1, at=1.0))
-    assert last_line(stream) == "geocoding 1/4 (25%) 1.0 rows/s ETA 3 s | pace 1.0/2 req/s, 429s 0%"
+    assert last_line(stream) == "geocoding 1/4 (25%) 1.0 rows/s ETA 3 s | pace 1.0/2 req/s, throttled 0%"
 
 
 def test_text_line_shows_pause_countdown_with_cause() -> None:
@@ -70,7 +70,7 @@ def test_text_line_shows_fleet_gauge_when_sampled() -> None:
     clock.now = 1.0
     text(FleetSampled(pace=19.8, allowed_rate=20.0, requests=50, successes=49, throttled=1,
                       window_seconds=5.0, workers_active=2, at=1.0))
-    assert "| fleet 19.8/20 req/s, 429s 2%, 2 workers" in last_line(stream)
+    assert "| fleet 19.8/20 req/s, throttled 2%, 2 workers" in last_line(stream)
 
 
 def test_text_redraws_at_most_ten_times_a_second_and_always_finishes() -> None:
@@ -180,7 +180,7 @@ def test_adapted_rate_is_rounded_and_countdown_never_shows_zero() -> None:
                       window_seconds=4.0, pause_remaining=0.4, pause_cause="fleet pacing",
                       workers_active=1, at=1.0))
     line = last_line(stream)
-    assert "fleet 3.0/3.5 req/s, 429s 17%, 1 worker" in line
+    assert "fleet 3.0/3.5 req/s, throttled 17%, 1 worker" in line
     assert line.endswith("| paused 1 s: fleet pacing")
 
 

@@ -210,6 +210,27 @@ def test_a_deferred_batch_says_what_the_wait_is_for(status: int, headers: dict[s
     assert str(info.value) == said
 
 
+def test_the_progress_line_names_503_refusals_throttled_not_429s() -> None:
+    """A provider that answered only 503s (never a 429) showed '429s 25%' on the progress
+    line: the share counts every refusal that slows the fleet, 429 and 503 alike."""
+    from geotoolkit.display.model import ProgressModel, fleet_text
+
+    clock = FakeClock(start=0.0)
+    answered = {"n": 0}
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        answered["n"] += 1
+        if answered["n"] == 2:
+            return httpx.Response(503, headers={"Retry-After": "1"})
+        return Recorder.match(request)
+
+    model = ProgressModel(time_fn=clock.now)
+    run(make_engine(clock, Recorder(clock, respond), concurrency=1), queries(3), model.update)
+    view = model.view()
+    assert view.throttles == 1 and view.throttle_ratio == pytest.approx(0.25)
+    assert ", throttled 25%" in fleet_text(view) and "429" not in fleet_text(view)
+
+
 def test_day_long_retry_after_is_clamped_to_the_cap() -> None:
     clock = FakeClock(start=0.0)
     first = {"done": False}
