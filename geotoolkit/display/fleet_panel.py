@@ -75,7 +75,8 @@ class _Card:
 
 
 def _gauge_style(view: KeyView) -> str:
-    """Blue without 429s, amber with a few, red above one per ten successes (or none)."""
+    """Blue without throttled answers (429s, 503s), amber with a few, red above one per ten
+    successes (or none)."""
     ratio = view.throttled_per_success
     if not view.throttled:
         return "info"

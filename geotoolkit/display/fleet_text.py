@@ -2,8 +2,8 @@
 
 What is shown is gate status data, one mapping per gate key as
 ``geotoolkit gate status --json`` prints it (``KeyStatus.as_dict()``): the pace
-against the allowed rate, the adaptive factor, 429s per success over the stats
-window, a running pause with its cause, the workers active and the sends counted
+against the allowed rate, the adaptive factor, throttled answers (429s and 503s) per
+success over the stats window, a running pause with its cause, the workers active and the sends counted
 toward the day's and the month's caps. A ``source`` callable returns the current
 list; this module never opens a gate and never drives the engine (the front end
 ``geotoolkit.fleet_panel`` wires a gate to it; the notebook panel is
@@ -22,7 +22,7 @@ the API keys: no secret is in them.
 >>> print(status_text([status]))
 geotoolkit:geo.example:3f2a
   pace 0.9/0.9 req/s (100% of allowed: 1 req/s x factor 0.9, published)
-  factor 0.9 | 429s per success 0.125 (1 per 8 over 10 s) | 2 workers active
+  factor 0.9 | throttled per success 0.125 (1 per 8 over 10 s) | 2 workers active
   paused 3 s: Retry-After from geo.example: 3 s
   counted toward caps: 120 on 2024-03-01 (UTC day), 3400 in 2024-03 (UTC month)
 """
@@ -156,17 +156,18 @@ def pace_text(view: KeyView) -> str:
 def _throttle_text(view: KeyView) -> str:
     window = f"over {_num(view.window_seconds)} s"
     if view.throttled_per_success is None:
-        return f"429s per success: none succeeded ({view.throttled} 429s {window})"
+        return f"throttled per success: none succeeded ({view.throttled} throttled {window})"
     if not view.throttled:
         answers = (f"{view.successes} success{'es' if view.successes != 1 else ''}"
                    if view.successes else "no answer")
-        return f"429s per success 0 ({answers} {window})"
-    return (f"429s per success {_num(view.throttled_per_success)} "
+        return f"throttled per success 0 ({answers} {window})"
+    return (f"throttled per success {_num(view.throttled_per_success)} "
             f"({view.throttled} per {view.successes} {window})")
 
 
 def details_text(view: KeyView) -> str:
-    """``factor 0.97 | 429s per success 0.01 (1 per 100 over 10 s) | 2 workers active``."""
+    """``factor 0.97 | throttled per success 0.01 (1 per 100 over 10 s) | 2 workers active``
+    (throttled: the 429 and 503 answers)."""
     workers = f"{view.workers} worker{'s' if view.workers != 1 else ''} active"
     return f"factor {_num(view.rate_factor)} | {_throttle_text(view)} | {workers}"
 

@@ -2,7 +2,7 @@
 notebook.
 
 Both show, for every key on a gate (or a provider's keys only), the pace against the
-allowed rate, the adaptive factor, 429s per success over the stats window, a running
+allowed rate, the adaptive factor, throttled answers (429s, 503s) per success over the stats window, a running
 pause with its remaining seconds and cause, the workers active and the sends counted
 toward the day's and the month's caps: the data of
 :func:`geotoolkit.gate.status.fleet_status`, rendered by
@@ -212,7 +212,7 @@ def fleet_panel(gate: str | Gate | None = None, provider: object = None,
     gate memory | 1 key | 2024-03-01 00:00:00 UTC
     geotoolkit:photon.komoot.io:anonymous
       pace 1/1 req/s (100% of allowed: 1 req/s x factor 1, published)
-      factor 1 | 429s per success 0 (1 success over 1 s) | 1 worker active
+      factor 1 | throttled per success 0 (1 success over 1 s) | 1 worker active
       counted toward caps: 0 on 2024-03-01 (UTC day), 0 in 2024-03 (UTC month)
       the day resets at 2024-03-02 00:00 UTC
     >>> shown.stop()
@@ -255,8 +255,9 @@ def add_status_parser(actions: Any) -> None:
     cmd = actions.add_parser(
         "status", help="show the fleet on every key of a gate (pace, pauses, workers, caps)",
         description="Show, for every key on a gate, the pace against the allowed rate, the "
-                    "adaptive factor, 429s per success, a running pause and its cause, the "
-                    "workers active and the requests counted toward daily and monthly caps. "
+                    "adaptive factor, throttled answers (429s, 503s) per success, a running "
+                    "pause and its cause, the workers active and the requests counted toward "
+                    "daily and monthly caps. "
                     "Keys are hashes of the API keys; the gate URL is shown redacted.")
     cmd.add_argument("url", nargs="?", metavar="URL",
                      help="the gate: sqlite:///path, redis://..., postgresql://... (default: "

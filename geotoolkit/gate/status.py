@@ -1,7 +1,7 @@
 """What a gate knows about each key's fleet: the data of ``geotoolkit gate status URL --json``.
 
 ``fleet_status(gate)`` lists every gate key with a pacing state on the store (or
-the one given) with its pace, adaptive factor, 429s per success, running pause,
+the one given) with its pace, adaptive factor, throttled answers (429s, 503s) per success, running pause,
 active workers and cap counts of the current day and month (of UTC's calendar, or of
 the zone given as ``tz``: where the provider's quota resets). A gate key is a
 hash of the API key (``geotoolkit.keys.gate_key``): no secret is ever shown.
@@ -74,7 +74,8 @@ class KeyStatus:
     throttled: int
     #: The adaptive factor: 1.0 is the configured rate, less after 429s that kept coming.
     rate_factor: float
-    #: 429s per successful answer over the window (None: no success to compare with).
+    #: Throttled answers (429s, 503s) per successful answer over the window (None: no
+    #: success to compare with).
     throttled_per_success: float | None
     pause_remaining: float
     #: Why the fleet pauses (text from a provider: redacted, as everything shown).

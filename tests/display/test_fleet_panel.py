@@ -55,7 +55,7 @@ def test_refresh_draws_each_keys_figures(gate: Gate) -> None:
     assert key in card.title.value
     assert (card.gauge.max, card.gauge.value, card.gauge.bar_style) == (1.0, 1.0, "info")
     assert "pace 4/1 req/s (400% of allowed: 1 req/s x factor 1, published)" in card.pace.value
-    assert "factor 1 | 429s per success 0 (4 successes over 1 s) | 1 worker active" in card.details.value
+    assert "factor 1 | throttled per success 0 (4 successes over 1 s) | 1 worker active" in card.details.value
     assert card.pause.layout.display == "none" and card.pause.value == ""
     assert "counted toward caps: 1 on 2024-03-01 (UTC day), 0 in 2024-03 (UTC month)" in card.caps.value
     assert API_KEY not in panel.text()
@@ -181,7 +181,7 @@ def test_outside_a_notebook_fleet_panel_prints_the_text_once(
     assert isinstance(shown, FleetText)
     out = capsys.readouterr().out
     assert out.startswith(f"gate {url} | 1 key | ")
-    assert "429s per success 1 (1 per 1 over " in out and API_KEY not in out
+    assert "throttled per success 1 (1 per 1 over " in out and API_KEY not in out
     shown.stop()
     assert capsys.readouterr().out == ""
 

@@ -231,6 +231,28 @@ def test_the_progress_line_names_503_refusals_throttled_not_429s() -> None:
     assert ", throttled 25%" in fleet_text(view) and "429" not in fleet_text(view)
 
 
+def test_the_fleet_status_names_503_refusals_throttled_not_429s() -> None:
+    """The fleet's stats count every refusal that slows it (429 and 503 alike), and the
+    fleet panel and `geotoolkit gate status` said '429s per success 1 (1 per 1 ...)' for a
+    provider that had answered one 503 and never a 429."""
+    from geotoolkit.display.fleet_text import status_text
+    from geotoolkit.gate.status import fleet_status
+
+    clock = FakeClock(start=0.0)
+    gate = MemoryGate(clock=clock)
+    answered = {"n": 0}
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        answered["n"] += 1
+        if answered["n"] == 2:
+            return httpx.Response(503, headers={"Retry-After": "1"})
+        return Recorder.match(request)
+
+    run(make_engine(clock, Recorder(clock, respond), gate=gate, concurrency=1), queries(3))
+    text = status_text([s.as_dict() for s in fleet_status(gate, hosts=["sim.test"])])
+    assert "throttled per success 0.333 (1 per 3 over " in text and "429" not in text
+
+
 def test_day_long_retry_after_is_clamped_to_the_cap() -> None:
     clock = FakeClock(start=0.0)
     first = {"done": False}

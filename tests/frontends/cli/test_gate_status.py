@@ -145,7 +145,7 @@ def test_text_shows_each_keys_fleet(served: Served, host: str,
     assert set(shown) - {out.partition("\n")[0]} == {busy, quiet}
     assert re.search(rf"pace [\d.]+/{4 * factor:.3g} req/s \(\d+% of allowed: 4 req/s x factor "
                      rf"{factor:.3g}, learned\)", shown[busy])
-    assert f"factor {factor:.3g} | 429s per success 0.25 (2 per 8 over " in shown[busy]
+    assert f"factor {factor:.3g} | throttled per success 0.25 (2 per 8 over " in shown[busy]
     assert "| 2 workers active" in shown[busy]
     assert re.search(rf"paused (29|30) s: {re.escape(CAUSE)}", shown[busy])
     day, month = served.gate.usage(busy, "day").period, served.gate.usage(busy, "month").period
