@@ -46,6 +46,7 @@ def test_a_sqlite_cache_locked_by_another_process_is_a_store_error(
                     call()
                 assert info.value.backend == "sqlite"
                 assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+                assert info.value.retriable and not info.value.permanent  # a wait, not a setting
             assert set(store.get_many(["kept", "new"])) == {"kept"}  # reads go on (WAL)
         store.put("new", Match(lon=3.0, lat=4.0))  # released
         assert set(store.get_many(["kept", "new"])) == {"kept", "new"}
@@ -128,6 +129,7 @@ def test_a_held_postgres_row_is_a_store_error(postgres_dsn: str) -> None:
                     call()
                 assert info.value.backend == "postgres"
                 assert isinstance(info.value.__cause__, pg_errors.LockNotAvailable)
+                assert info.value.retriable and not info.value.permanent  # a wait, not a setting
             assert store.get_many([key]) == {key: Match(lon=1.0, lat=2.0)}  # reads never wait
             holder.rollback()
         store.put(key, Match(lon=3.0, lat=4.0))
