@@ -1,10 +1,11 @@
 """The default result store: one SQLite file (WAL), committed on every put.
 
 Schema versions (``PRAGMA user_version``): 1 the first release; 2 adds a match's
-``precision``, ``score`` and ``place`` (JSON). An older file is upgraded in
-place when opened (``ALTER TABLE ... ADD COLUMN``, in one ``BEGIN IMMEDIATE``
-transaction, so concurrent openers agree); its rows read back with precision
-``"unknown"``, no score and an empty place.
+``precision``, ``score`` and ``place`` (JSON); 3 adds the ``attempts`` table (rows'
+attempts across the runs of an unfinished batch, see ``AttemptLog``). An older file is
+upgraded in place when opened (``ALTER TABLE ... ADD COLUMN``, ``CREATE TABLE``, in one
+``BEGIN IMMEDIATE`` transaction, so concurrent openers agree); its rows read back with
+precision ``"unknown"``, no score and an empty place.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ from geotoolkit.clock import Clock
 from geotoolkit.files import private_file
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
+    ATTEMPTS_TTL_SECONDS,
     COLUMNS,
     DEFAULT_NO_MATCH_TTL_SECONDS,
+    Attempts,
     Expiry,
     Row,
     StoreError,
+    attempts_fresh,
     check_timeout,
     decode,
     encode,
@@ -35,7 +39,7 @@ __all__ = ["SQLiteStore", "default_store_path"]
 
 T = TypeVar("T")
 
-_VERSION = 2
+_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     key TEXT PRIMARY KEY NOT NULL,
@@ -52,6 +56,19 @@ CREATE TABLE IF NOT EXISTS results (
     place TEXT
 ) WITHOUT ROWID
 """
+#: Schema v3: rows' attempts in a batch not run to its end (``Attempts``), by cache key.
+_ATTEMPTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS attempts (
+    key TEXT PRIMARY KEY NOT NULL,
+    attempts INTEGER NOT NULL,
+    sent INTEGER NOT NULL,
+    not_before REAL NOT NULL,
+    error TEXT NOT NULL DEFAULT '',
+    reason TEXT NOT NULL DEFAULT '',
+    updated_at REAL NOT NULL
+) WITHOUT ROWID
+"""
+_ATTEMPTS_COLUMNS = "attempts, sent, not_before, error, reason, updated_at"
 #: Columns added by schema v2, added to a v1 table in place.
 _ADDED = (("precision", "TEXT"), ("score", "REAL"), ("place", "TEXT"))
 _INSERT = (f"INSERT OR REPLACE INTO results (key, {', '.join(COLUMNS)}) "
@@ -134,6 +151,7 @@ class SQLiteStore:
         try:
             self._version()  # again, now that no other connection can upgrade it
             db.execute(_SCHEMA)
+            db.execute(_ATTEMPTS_SCHEMA)
             have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
             for column, kind in _ADDED:
                 if column not in have:
@@ -215,6 +233,43 @@ class SQLiteStore:
         """Forget ``keys`` (their queries will be sent again)."""
         items = [(k,) for k in keys]
         self._guard(lambda: self._db.executemany("DELETE FROM results WHERE key = ?", items))
+
+    def get_attempts(self, keys: Sequence[str]) -> Mapping[str, Attempts]:
+        """The attempts kept for ``keys`` (see ``AttemptLog``; expired ones are absent)."""
+        unique = list(dict.fromkeys(keys))
+
+        def body() -> list[tuple[str, Attempts]]:
+            found: list[tuple[str, Attempts]] = []
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start:start + _CHUNK]
+                cursor = self._db.execute(
+                    f"SELECT key, {_ATTEMPTS_COLUMNS} FROM attempts "
+                    f"WHERE key IN ({', '.join('?' * len(chunk))})", chunk)
+                found.extend((r[0], Attempts(*r[1:])) for r in cursor)
+            return found
+
+        now = self._expiry.now()
+        return {k: a for k, a in self._guard(body) if attempts_fresh(a.updated_at, now)}
+
+    def put_attempts(self, key: str, attempts: Attempts) -> None:
+        """Keep ``key``'s attempts, committed at once."""
+        row = (key, *attempts.row(self._expiry.now()))
+        self._guard(lambda: self._db.execute(
+            f"INSERT OR REPLACE INTO attempts (key, {_ATTEMPTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            row))
+
+    def clear_attempts(self, keys: Sequence[str]) -> None:
+        """Forget the attempts of ``keys`` (and any expired ones), in one transaction."""
+        items = [(k,) for k in keys]
+        cutoff = (self._expiry.now() - ATTEMPTS_TTL_SECONDS,)
+
+        def body() -> None:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany("DELETE FROM attempts WHERE key = ?", items)
+                self._db.execute("DELETE FROM attempts WHERE updated_at < ?", cutoff)
+
+        self._guard(body)
 
     def close(self) -> None:
         with self._lock:
