@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import math
 import signal
 import sys
 import threading
@@ -383,13 +384,16 @@ def _report(tally: Tally, output: Path, geocoded: int, letters: int) -> None:
 
 def _unless_deferred(run: Callable[[], gpd.GeoDataFrame]) -> gpd.GeoDataFrame | None:
     """The result of ``run()``; ``None`` when non-blocking mode asked to retry later (the
-    wait is printed as ``retry_after=<seconds>`` on stderr)."""
+    wait is printed as ``retry_after=<seconds>`` on stderr, rounded up to the tenth: a
+    wrapper that waits that long finds the wait over, not a few milliseconds short)."""
     try:
         return run()
     except RateLimitError as exc:
         if exc.retry_after is None:
             raise
-        print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
+        after = exc.retry_after
+        after = math.ceil(after * 10) / 10 if math.isfinite(after) else after
+        print(f"retry_after={after:.1f}", file=sys.stderr)
         return None
 
 

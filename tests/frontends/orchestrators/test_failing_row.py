@@ -230,3 +230,40 @@ def test_a_store_without_a_working_attempt_log_still_settles_and_keeps_rows(
     warned = [r for r in caplog.records if "rows' attempts" in r.getMessage()]
     assert len(warned) == (1 if kind is BrokenLog else 0)  # once, not for every row
 
+
+def test_the_cli_exits_75_until_the_failing_row_is_spent_then_0(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """End to end on loopback: a cron loop that waits each ``retry_after`` ends with exit 0
+    and the row in the dead letters. The wall clock is moved on by ``retry_after`` between
+    runs (``SystemClock`` read ahead), not slept."""
+    import geopandas as gpd
+    import pandas as pd
+
+    from geotoolkit.clock import SystemClock
+    from geotoolkit.frontends.cli import EX_TEMPFAIL, main
+
+    ahead = [0.0]
+    real_now = SystemClock.now
+    monkeypatch.setattr(SystemClock, "now", lambda self: real_now(self) + ahead[0])
+    source, target = tmp_path / "addresses.csv", tmp_path / "out.parquet"
+    pd.DataFrame({"address": [*GOOD, BAD]}).to_csv(source, index=False)
+    codes = []
+    with ProviderSimulator() as sim:
+        args = ["geocode", str(source), "-o", str(target), "--user-agent", UA, "--base-url",
+                sim.url, "--rate", "unlimited", "--max-wait-seconds", "0", "--max-attempts", "4",
+                "--progress", "none", "--gate", "memory://",
+                "--cache", f"sqlite:///{tmp_path}/results.sqlite"]
+        for _ in range(10):
+            codes.append(main(args))
+            err = capsys.readouterr().err
+            if codes[-1] != EX_TEMPFAIL:
+                break
+            ahead[0] += float(err.split("retry_after=")[-1].split()[0])  # cron comes back then
+        sent = _statuses(sim)
+    # every backoff is over the budget of 0: one attempt per run
+    assert codes == [EX_TEMPFAIL] * 3 + [0]
+    assert sent[(BAD, 500)] == 4 and all(sent[(a, 200)] == 1 for a in GOOD)
+    back = gpd.read_parquet(target)
+    assert list(back["geocode_status"]) == ["matched"] * 3 + ["failed"]
+    assert back["geocode_reason"].iloc[-1].startswith("gave up after 4 attempts: ")
+    assert back["geocode_attempts"].iloc[-1] == 4
