@@ -12,9 +12,12 @@ that never answers (a hung backend, a pooler holding the query) is cut by this c
 after twice the deadline and a second (``geotoolkit.watchdog``).
 Schema v2 added ``precision``, ``score`` and ``place``; a table from before is
 upgraded in place on first use (under the schema's advisory lock, taking the
-table lock only when a column is missing). Schema v3 adds the table
-``geotoolkit_attempts`` (rows' attempts across the runs of an unfinished batch, see
-``AttemptLog``), created beside it the same way. A table in place (its comment marks its
+table lock only when a column is missing). The table ``geotoolkit_attempts`` (rows'
+attempts across the runs of an unfinished batch, see ``AttemptLog``) is created beside it
+the first time it is used, the same way but with its own mark: a results table in place
+stays as it is, so workers who may not create tables keep using it when a newer version
+comes (their attempt log alone fails until the owner has used it once, see
+``geotoolkit.engine.tally``). A table in place (its comment marks its
 version) is used as it is: users then need only ``SELECT, INSERT, UPDATE, DELETE`` on it.
 """
 
@@ -86,7 +89,7 @@ DO $$ BEGIN
     END IF;
 END $$
 """
-#: Schema v3: rows' attempts in a batch not run to its end (``Attempts``), by cache key.
+#: Rows' attempts in a batch not run to its end (``Attempts``), by cache key; on first use.
 _ATTEMPTS_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {ATTEMPTS_TABLE} (
     key text PRIMARY KEY,
@@ -99,11 +102,11 @@ CREATE TABLE IF NOT EXISTS {ATTEMPTS_TABLE} (
 )
 """
 _ATTEMPTS_COLUMNS = "attempts, sent, not_before, error, reason, updated_at"
-#: The comment the table carries once ``_STATEMENTS`` ran (``geotoolkit.pgschema``):
+#: The comment the table carries once ``_SCHEMA`` and ``_MIGRATE`` ran (``geotoolkit.pgschema``):
 #: a table in place is used as it is, by a user who may not create or alter anything, and any
 #: change to them brings it up to date.
-_STATEMENTS = (_SCHEMA, _MIGRATE, _ATTEMPTS_SCHEMA)
-_MARK = schema_mark("geotoolkit cache schema", _STATEMENTS)
+_MARK = schema_mark("geotoolkit cache schema", (_SCHEMA, _MIGRATE))
+_ATTEMPTS_MARK = schema_mark("geotoolkit attempts schema", (_ATTEMPTS_SCHEMA,))
 #: PostgreSQL's largest timeout setting (milliseconds).
 _MAX_TIMEOUT_MS = 2_147_483_647
 #: Errors of a statement that ran out of time (the connection itself is fine).
@@ -158,6 +161,7 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._table_ready = False
+        self._attempts_ready = False
         # The server keeps the deadlines; a server that never answers is cut here.
         self._watchdog = Watchdog(2 * self._timeout + 1.0)
 
@@ -191,7 +195,7 @@ class PostgresStore:
                 with self._watchdog.guard(conn.fileno()):
                     conn.execute("SELECT set_config('lock_timeout', %s, false), "
                                  "set_config('statement_timeout', %s, false)", deadlines)
-                    ensure_schema(conn, table=TABLE, mark=_MARK, statements=_STATEMENTS,
+                    ensure_schema(conn, table=TABLE, mark=_MARK, statements=(_SCHEMA, _MIGRATE),
                                   lock=_SCHEMA_LOCK)
                 self._table_ready = True
             except BaseException:
@@ -278,7 +282,7 @@ class PostgresStore:
                 found.extend((r[0], Attempts(*r[1:])) for r in rows)
             return found
 
-        found = self._call(body) if unique else []
+        found = self._logged(body) if unique else []
         now = self._expiry.now()
         return {k: a for k, a in found if attempts_fresh(a.updated_at, now)}
 
@@ -289,7 +293,7 @@ class PostgresStore:
                   f"(%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO UPDATE SET "
                   + ", ".join(f"{c} = excluded.{c}" for c in names))
         row = (key, *attempts.row(self._expiry.now()))
-        self._call(lambda conn: conn.execute(upsert, row))
+        self._logged(lambda conn: conn.execute(upsert, row))
 
     def clear_attempts(self, keys: Sequence[str]) -> None:
         """Forget the attempts of ``keys`` (and any expired ones)."""
@@ -305,7 +309,19 @@ class PostgresStore:
                 self._watchdog.feed()
                 conn.execute(f"DELETE FROM {ATTEMPTS_TABLE} WHERE updated_at < %s", (cutoff,))
 
-        self._call(body)
+        self._logged(body)
+
+    def _logged(self, body: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """``body`` on the attempt log, its table made first if this store has not yet."""
+        def with_table(conn: psycopg.Connection[Any]) -> T:
+            if not self._attempts_ready:
+                ensure_schema(conn, table=ATTEMPTS_TABLE, mark=_ATTEMPTS_MARK,
+                              statements=(_ATTEMPTS_SCHEMA,), lock=_SCHEMA_LOCK,
+                              feed=self._watchdog.feed)
+                self._attempts_ready = True
+            return body(conn)
+
+        return self._call(with_table)
 
     def close(self) -> None:
         with self._lock:

@@ -1,11 +1,17 @@
 """The default result store: one SQLite file (WAL), committed on every put.
 
 Schema versions (``PRAGMA user_version``): 1 the first release; 2 adds a match's
-``precision``, ``score`` and ``place`` (JSON); 3 adds the ``attempts`` table (rows'
-attempts across the runs of an unfinished batch, see ``AttemptLog``). An older file is
-upgraded in place when opened (``ALTER TABLE ... ADD COLUMN``, ``CREATE TABLE``, in one
-``BEGIN IMMEDIATE`` transaction, so concurrent openers agree); its rows read back with
-precision ``"unknown"``, no score and an empty place.
+``precision``, ``score`` and ``place`` (JSON). An older file is upgraded in
+place when opened (``ALTER TABLE ... ADD COLUMN``, in one ``BEGIN IMMEDIATE``
+transaction, so concurrent openers agree); its rows read back with precision
+``"unknown"``, no score and an empty place.
+
+The table ``attempts`` (rows' attempts across the runs of an unfinished batch, see
+``AttemptLog``) is created beside ``results`` the first time it is used, in any file,
+without a version of its own: the results table is not touched, so a version that does
+not know it still opens the file, and a file that cannot be written (read-only) still
+answers from its results (the attempt log then fails alone, see
+``geotoolkit.engine.tally``).
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ __all__ = ["SQLiteStore", "default_store_path"]
 
 T = TypeVar("T")
 
-_VERSION = 3
+_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
     key TEXT PRIMARY KEY NOT NULL,
@@ -56,7 +62,7 @@ CREATE TABLE IF NOT EXISTS results (
     place TEXT
 ) WITHOUT ROWID
 """
-#: Schema v3: rows' attempts in a batch not run to its end (``Attempts``), by cache key.
+#: Rows' attempts in a batch not run to its end (``Attempts``), by cache key; created on first use.
 _ATTEMPTS_SCHEMA = """
 CREATE TABLE IF NOT EXISTS attempts (
     key TEXT PRIMARY KEY NOT NULL,
@@ -127,6 +133,7 @@ class SQLiteStore:
         timeout_seconds = check_timeout(timeout_seconds)
         self.path = Path(path) if path is not None else default_store_path()
         self._lock = threading.Lock()
+        self._attempts_ready = False
         try:
             private_file(self.path)
             self._db = sqlite3.connect(self.path, timeout=timeout_seconds,
@@ -151,7 +158,6 @@ class SQLiteStore:
         try:
             self._version()  # again, now that no other connection can upgrade it
             db.execute(_SCHEMA)
-            db.execute(_ATTEMPTS_SCHEMA)
             have = {row[1] for row in db.execute("PRAGMA table_info(results)")}
             for column, kind in _ADDED:
                 if column not in have:
@@ -249,12 +255,12 @@ class SQLiteStore:
             return found
 
         now = self._expiry.now()
-        return {k: a for k, a in self._guard(body) if attempts_fresh(a.updated_at, now)}
+        return {k: a for k, a in self._logged(body) if attempts_fresh(a.updated_at, now)}
 
     def put_attempts(self, key: str, attempts: Attempts) -> None:
         """Keep ``key``'s attempts, committed at once."""
         row = (key, *attempts.row(self._expiry.now()))
-        self._guard(lambda: self._db.execute(
+        self._logged(lambda: self._db.execute(
             f"INSERT OR REPLACE INTO attempts (key, {_ATTEMPTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
             row))
 
@@ -269,7 +275,17 @@ class SQLiteStore:
                 self._db.executemany("DELETE FROM attempts WHERE key = ?", items)
                 self._db.execute("DELETE FROM attempts WHERE updated_at < ?", cutoff)
 
-        self._guard(body)
+        self._logged(body)
+
+    def _logged(self, body: Callable[[], T]) -> T:
+        """``body`` on the attempt log, the table created first if this store has not yet."""
+        def with_table() -> T:
+            if not self._attempts_ready:
+                self._db.execute(_ATTEMPTS_SCHEMA)
+                self._attempts_ready = True
+            return body()
+
+        return self._guard(with_table)
 
     def close(self) -> None:
         with self._lock:

@@ -5,6 +5,8 @@ on every store backend, and the upgrade of caches written before it (schema v3).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 
 from geotoolkit import FakeClock
 from geotoolkit.results import Match, NoMatch
-from geotoolkit.store import SQLiteStore
+from geotoolkit.store import SQLiteStore, StoreError
 from geotoolkit.store.base import ATTEMPTS_TTL_SECONDS, MAX_TEXT_CHARS, AttemptLog, Attempts
 
 
@@ -71,7 +73,9 @@ CREATE TABLE results (
 """
 
 
-def test_a_v2_sqlite_file_gains_the_attempt_log_and_keeps_its_rows(tmp_path: Path) -> None:
+def test_a_sqlite_file_from_before_gains_the_attempt_log_on_first_use(tmp_path: Path) -> None:
+    """The results table and the file's version stay as they were: a version that does not
+    know the log still opens the file."""
     path = tmp_path / "v2.sqlite"
     with sqlite3.connect(path) as db:
         db.execute(_V2_SQLITE)
@@ -82,29 +86,41 @@ def test_a_v2_sqlite_file_gains_the_attempt_log_and_keeps_its_rows(tmp_path: Pat
     store = SQLiteStore(path, no_match_ttl_seconds=None)
     try:
         assert store.get_many(["old"])["old"] == NoMatch(reason="none", provider="nominatim")
+        assert store.get_attempts(["new"]) == {}
         store.put_attempts("new", Attempts(1, 1))
         assert store.get_attempts(["new"])["new"].attempts == 1
     finally:
         store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     db.close()
+    assert tables == {"results", "attempts"}
 
 
-@pytest.mark.postgres
-def test_a_postgres_cache_marked_by_schema_v2_gains_the_attempt_log(schema_dsn: str) -> None:
-    """A table in place at v2 (its comment the v2 mark) is brought up to date once."""
+def _v2_cache(dsn: str) -> None:
+    """The cache table as the version before the attempt log made it (marked by it)."""
     import psycopg
 
     from geotoolkit.pgschema import schema_mark
     from geotoolkit.store import postgres
 
     v2_mark = schema_mark("geotoolkit cache schema", (postgres._SCHEMA, postgres._MIGRATE))
-    with psycopg.connect(schema_dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(postgres._SCHEMA)
         conn.execute(f"COMMENT ON TABLE {postgres.TABLE} IS '{v2_mark}'")
         conn.execute(f"INSERT INTO {postgres.TABLE} (key, status, reason, stored_at) "
                      "VALUES ('old', 'no_match', 'none', 1700000000.0)")
+
+
+@pytest.mark.postgres
+def test_a_postgres_cache_from_before_gains_the_attempt_log_on_first_use(schema_dsn: str) -> None:
+    """The results table, marked by an earlier version, is left as it is."""
+    import psycopg
+
+    from geotoolkit.store import postgres
+
+    _v2_cache(schema_dsn)
     store = postgres.PostgresStore(schema_dsn, no_match_ttl_seconds=None)
     try:
         assert store.get_many(["old"])["old"] == NoMatch(reason="none")
@@ -113,6 +129,39 @@ def test_a_postgres_cache_marked_by_schema_v2_gains_the_attempt_log(schema_dsn: 
     finally:
         store.close()
     with psycopg.connect(schema_dsn, autocommit=True) as conn:
-        row = conn.execute("SELECT obj_description(%s::regclass, 'pg_class')",
-                           (postgres.TABLE,)).fetchone()
-    assert row is not None and row[0] == postgres._MARK != v2_mark
+        marks = dict(conn.execute(
+            "SELECT relname, obj_description(oid, 'pg_class') FROM pg_class "
+            "WHERE relname IN (%s, %s) AND relnamespace = current_schema()::regnamespace",
+            (postgres.TABLE, postgres.ATTEMPTS_TABLE)).fetchall())
+    assert marks == {postgres.TABLE: postgres._MARK, postgres.ATTEMPTS_TABLE: postgres._ATTEMPTS_MARK}
+
+
+@pytest.mark.postgres
+def test_a_worker_who_may_not_create_keeps_its_results_when_the_log_is_missing(
+        schema_dsn: str, dml_only: Callable[[str], AbstractContextManager[str]]) -> None:
+    """A team's cache made by an earlier version, workers who may only read and write: the
+    results work as before; the attempt log fails alone until the owner has used it."""
+    from geotoolkit.store.postgres import PostgresStore
+
+    _v2_cache(schema_dsn)
+    owner = PostgresStore(schema_dsn)
+    try:
+        with dml_only(schema_dsn) as dsn:
+            worker = PostgresStore(dsn, timeout_seconds=2.0)
+            try:
+                worker.put("k", Match(lon=1.0, lat=2.0))
+                assert worker.get_many(["k"]) == {"k": Match(lon=1.0, lat=2.0)}
+                with pytest.raises(StoreError, match="permission denied"):
+                    worker.put_attempts("k", Attempts(1, 1))
+                assert owner.get_attempts(["k"]) == {}  # the owner makes the table
+            finally:
+                worker.close()
+        with dml_only(schema_dsn) as dsn:  # a role granted on the tables now in place
+            worker = PostgresStore(dsn, timeout_seconds=2.0)
+            try:
+                worker.put_attempts("k", Attempts(1, 1))
+                assert worker.get_attempts(["k"])["k"].attempts == 1
+            finally:
+                worker.close()
+    finally:
+        owner.close()

@@ -145,7 +145,7 @@ def test_a_v1_sqlite_file_is_upgraded_in_place_and_still_read(tmp_path: Path) ->
     finally:
         store.close()
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 3  # v1 -> v2 -> v3
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
         columns = [row[1] for row in db.execute("PRAGMA table_info(results)")]
     db.close()
     assert columns[-3:] == ["precision", "score", "place"]

@@ -231,6 +231,39 @@ def test_a_store_without_a_working_attempt_log_still_settles_and_keeps_rows(
     assert len(warned) == (1 if kind is BrokenLog else 0)  # once, not for every row
 
 
+@pytest.mark.postgres
+def test_a_worker_who_may_not_create_the_log_still_settles_and_keeps_rows(
+        sim: ProviderSimulator, clock: FakeClock, schema_dsn: str, dml_only: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A team cache made by an earlier version (no attempt log yet), a worker who may only
+    read and write its tables: rows are cached as before; counts stay in the run."""
+    import psycopg
+
+    from geotoolkit.pgschema import schema_mark
+    from geotoolkit.store import postgres
+    from geotoolkit.store.postgres import PostgresStore
+
+    v2_mark = schema_mark("geotoolkit cache schema", (postgres._SCHEMA, postgres._MIGRATE))
+    with psycopg.connect(schema_dsn, autocommit=True) as conn:  # as an earlier version made it
+        conn.execute(postgres._SCHEMA)
+        conn.execute(f"COMMENT ON TABLE {postgres.TABLE} IS '{v2_mark}'")
+    owner = PostgresStore(schema_dsn)
+    try:
+        with dml_only(schema_dsn) as dsn:
+            worker = PostgresStore(dsn, clock=clock, timeout_seconds=2.0)
+            options = _options(sim, clock, worker, max_wait_seconds=None, max_attempts=2)
+            try:
+                with caplog.at_level(logging.WARNING, logger="geotoolkit.engine"):
+                    outcomes = geocode([*GOOD, BAD], **options)
+            finally:
+                worker.close()
+        assert [o.status for o in outcomes] == ["matched"] * 3 + ["failed"]
+        assert len(owner.get_many([_key(sim, a) for a in GOOD])) == 3
+        assert len([r for r in caplog.records if "rows' attempts" in r.getMessage()]) == 1
+    finally:
+        owner.close()
+
+
 def test_the_cli_exits_75_until_the_failing_row_is_spent_then_0(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """End to end on loopback: a cron loop that waits each ``retry_after`` ends with exit 0
