@@ -159,6 +159,22 @@ def test_attempts_add_up_to_a_match_and_429s_never_count(
     assert sent[(flaky, 500)] == 2 and sent[(throttled, 429)] == 3
 
 
+def test_a_chain_keeps_every_stages_attempts_until_the_whole_batch_ends(
+        sim: ProviderSimulator, clock: FakeClock, tmp_path: Path) -> None:
+    """A row both providers fail: the first stage's part ends before the second raises, and
+    its counts stay until the chain returns (else each rerun would start it over)."""
+    with ProviderSimulator(clock=clock.now) as second:
+        chain = [Nominatim(sim.url, user_agent=UA, rate=50.0),
+                 Nominatim(second.url, user_agent=UA, rate=50.0)]
+        options = _options(sim, clock, SQLiteStore(tmp_path / "c.sqlite", clock=clock),
+                           provider=chain, rate=None, fallback_on=("failed",), max_attempts=3)
+        _runs, (*good, bad), _ = _loop([*GOOD, BAD], options, clock)
+        options["cache"].close()
+        assert _statuses(sim)[(BAD, 500)] == 3 and _statuses(second)[(BAD, 500)] == 3
+    assert all(o.status == "matched" for o in good)
+    assert isinstance(bad, Failure) and bad.attempts == 6
+
+
 class Watched(FakeClock):
     """A fake clock that, as the engine sleeps, reads what the store keeps of a row."""
 
