@@ -50,6 +50,14 @@ class Tally:
             found = await self._call("read", {}, self._log.get_attempts, wanted)
             self.kept = dict(found)
 
+    async def fetch(self, key: str) -> None:
+        """Read ``key``'s attempts, unless this run has: a batch's part, known only once
+        it is sent (see ``batching.part_key``)."""
+        if key not in self.kept and self._log is not None:
+            found = await self._call("read", {}, self._log.get_attempts, [key])
+            if key in found:
+                self.kept[key] = found[key]
+
     def start(self, key: str) -> tuple[int, int]:
         """``(attempts, sent)`` the row had in earlier runs of the batch."""
         kept = self.kept.get(key)

@@ -175,6 +175,25 @@ def test_a_chain_keeps_every_stages_attempts_until_the_whole_batch_ends(
     assert isinstance(bad, Failure) and bad.attempts == 6
 
 
+def test_a_batch_the_provider_always_fails_is_split_across_runs_and_ends(
+        sim: ProviderSimulator, clock: FakeClock) -> None:
+    """Census's batch endpoint: the poison row fails the whole batch (HTTP 500). The batch's
+    attempts are kept too (under a digest of its rows' keys), so reruns go on to split it,
+    settle the other rows and give the poison row its own attempts alone."""
+    from geotoolkit.providers import Census
+
+    addresses = [*GOOD, *(k.address for k in KNOWN_ADDRESSES[3:6]), "Nowhere 1, Vaduz #poison"]
+    options = _options(sim, clock, MemoryStore(clock=clock), provider=Census(sim.url),
+                       concurrency=1)
+    _runs, outcomes, _ = _loop(addresses, options, clock)
+    *good, poison = outcomes
+    assert all(isinstance(o, Match) for o in good)
+    assert isinstance(poison, Failure) and poison.reason.startswith("gave up after 6 attempts")
+    sent = Counter((r.path, r.rows, r.status) for r in sim.requests)
+    assert sent[("/locations/addressbatch", 7, 500)] == 6  # the whole batch: 6 attempts in all
+    assert sent[("/locations/onelineaddress", None, 500)] == 6  # then the poison row alone
+
+
 class Watched(FakeClock):
     """A fake clock that, as the engine sleeps, reads what the store keeps of a row."""
 
