@@ -8,10 +8,9 @@ transaction, so concurrent openers agree); its rows read back with precision
 
 The table ``attempts`` (rows' attempts across the runs of an unfinished batch, see
 ``AttemptLog``) is created beside ``results`` the first time it is used, in any file,
-without a version of its own: the results table is not touched, so a version that does
-not know it still opens the file, and a file that cannot be written (read-only) still
-answers from its results (the attempt log then fails alone, see
-``geotoolkit.engine.tally``).
+without a version of its own: opening a file writes nothing it did not before, a version
+that does not know the table still opens the file, and where the table cannot be made
+only the attempt log fails (see ``geotoolkit.engine.tally``).
 """
 
 from __future__ import annotations

@@ -109,9 +109,9 @@ def test_a_row_the_provider_always_fails_ends_failed_after_max_attempts_in_all(
     assert store.get_attempts([_key(sim, BAD)]) == {}  # the batch ended: forgotten
 
     # A fresh run (the batch ended) tries the failed row from its first attempt again.
+    fresh = _options(sim, clock, store, rng=random.Random(1))
     with pytest.raises(RateLimitError):
-        _fresh = _options(sim, clock, store, max_attempts=6, rng=random.Random(1))
-        geocode([*GOOD, BAD], **_fresh)
+        geocode([*GOOD, BAD], **fresh)
     kept = store.get_attempts([_key(sim, BAD)])[_key(sim, BAD)]
     assert _statuses(sim)[(BAD, 500)] == 6 + kept.attempts and 1 <= kept.attempts < 6
 
