@@ -21,7 +21,9 @@ worker:
   row a ``Failure``) is split in halves, recursively; each half gets
   :data:`SPLIT_ATTEMPTS` attempts, and a part of one row goes to the single-address
   endpoint with the row's full ``max_attempts``. One bad address costs about
-  ``2 * log2(n)`` extra requests, never the other rows.
+  ``2 * log2(n)`` extra requests, never the other rows. A batch's (or a half's) attempts
+  are kept across the runs of a non-blocking batch like a row's
+  (:mod:`~geotoolkit.engine.tally`), under :func:`part_key`, so reruns go on splitting.
 - **Row by row**: a batch answer's matched, no-match and failed rows each get their own
   outcome (a row the answer leaves out goes again alone, through the single endpoint);
   settled rows are stored (one transaction when the store has ``put_many``)
@@ -38,6 +40,7 @@ A query the batch endpoint does not take (a point, where the policy says
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
@@ -47,14 +50,14 @@ from geotoolkit.engine.settings import EngineSettings
 from geotoolkit.errors import ProviderUnavailableError, QueryError
 from geotoolkit.providers.protocol import MISSING_FROM_BATCH, BatchPolicy, batch_policy
 from geotoolkit.results import Failure, Outcome, Query, ReverseQuery, with_attempts
-from geotoolkit.store.base import ResultStore
+from geotoolkit.store.base import Attempts, ResultStore
 
 if TYPE_CHECKING:
     from geotoolkit.engine.engine import Engine
 
 __all__ = ["BATCH_BYTES_PER_ROW", "BATCH_SECONDS_PER_ROW", "SPLIT_ATTEMPTS", "Batches",
            "batch_size", "deadline_seconds", "longest_deadline_seconds", "max_response_bytes",
-           "store"]
+           "part_key", "store"]
 
 log = logging.getLogger("geotoolkit.engine")
 
@@ -183,14 +186,27 @@ class Batches:
             return None, 0, engine._redact(f"{type(exc).__name__}: {exc}")
         parse = functools.partial(engine.provider.parse_batch_response, queries)
         exchange = functools.partial(engine._exchange, request, parse, rows=len(part))
+        key = part_key(part)  # its attempts are kept across runs, as a row's
+        await engine.tally.fetch(key)
+        await engine._wait_out(key)
         outcomes, sent, error = await engine._attempts(
             request, exchange, attempts=attempts, key=part[0][0],
-            cost=self.policy.slots(len(part)), final=(Exception,))
+            cost=self.policy.slots(len(part)), final=(Exception,),
+            start=engine.tally.start(key), failed=functools.partial(engine._failed, key))
         if outcomes is not None:
             return _whole(outcomes, len(part), sent)
         if error is None or isinstance(error, ProviderUnavailableError):
+            # spent: a rerun of the batch splits it at once
+            await engine.tally.note(key, Attempts(attempts, sent))
             return None, sent, f"gave up after {attempts} attempts: {engine._redact(str(error))}"
         return None, sent, engine._redact(f"{type(error).__name__}: {error}")  # not retried
+
+
+def part_key(part: Sequence[Item]) -> str:
+    """The key a batch (or a part of one) keeps its attempts under: a digest of its rows'
+    cache keys, the same in every run that sends the same rows together."""
+    digest = hashlib.sha256("\n".join(key for key, _ in part).encode()).hexdigest()[:32]
+    return f"batch:{digest}"
 
 
 def _missing(outcome: Outcome) -> bool:

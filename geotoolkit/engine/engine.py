@@ -26,6 +26,7 @@ from geotoolkit.engine.circuit import Circuit
 from geotoolkit.engine.pacer import Departure, Pacer, Stopped, call_gate
 from geotoolkit.engine.rows import RowQueue, SetAside
 from geotoolkit.engine.settings import EngineSettings
+from geotoolkit.engine.tally import Tally
 from geotoolkit.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -42,7 +43,7 @@ from geotoolkit.progress import BatchFinished, BatchStarted, Event, ItemFinished
 from geotoolkit.providers.base import Provider
 from geotoolkit.redact import redact
 from geotoolkit.results import Failure, Match, Outcome, Query, ReverseQuery, with_attempts
-from geotoolkit.store.base import ResultStore, StoreError
+from geotoolkit.store.base import Attempts, ResultStore, StoreError
 
 __all__ = ["MAX_TEXT_CHARS", "Engine"]
 
@@ -134,6 +135,7 @@ class Engine:
         self._error: BaseException | None = None
         self._hand_off: tuple[type[BaseException], ...] = ()
         self._queue: RowQueue | None = None  # a run's single queries (not batches)
+        self.tally = Tally(store)  # rows' attempts across the runs of a batch
         #: The indices (in ``run``'s items) of the rows the last run handed off (see ``run``).
         self.handed_off: list[int] = []
         self._client: httpx.AsyncClient
@@ -158,7 +160,8 @@ class Engine:
     # -- the batch -------------------------------------------------------------
 
     async def run(self, items: Sequence[AnyQuery | str], progress: ProgressSink | None = None,
-                  *, hand_off: tuple[type[BaseException], ...] = ()) -> list[Outcome]:
+                  *, hand_off: tuple[type[BaseException], ...] = (),
+                  forget_attempts: bool = True) -> list[Outcome]:
         """Settle ``items`` (a Query or ReverseQuery each, or a reason string for unusable
         input). ``progress`` receives the run's events (``geotoolkit.progress``).
 
@@ -167,6 +170,11 @@ class Engine:
         chain with another provider after it. The rows not settled when one comes are a
         Failure saying so (never sent: 0 attempts), reported ``passed_on``, and their
         indices in ``items`` are :attr:`handed_off`.
+
+        A row's attempts are kept in ``store`` across runs that raise (see
+        :mod:`~geotoolkit.engine.tally`), and forgotten when a run returns, unless
+        ``forget_attempts`` is false: a caller whose batch goes on after this run (the
+        stages of a chain) then calls ``tally.forget()`` when it ends.
         """
         self._progress = progress
         self._hand_off, self.handed_off = hand_off, []
@@ -176,13 +184,18 @@ class Engine:
                                     transport=self.settings.transport,
                                     secrets=self.provider.secrets) as client:
             self._client = client
-            return await self._run(items)
+            outcomes = await self._run(items)
+        if forget_attempts:
+            await self.tally.forget()
+        return outcomes
 
     async def _run(self, items: Sequence[AnyQuery | str]) -> list[Outcome]:
         started = self.clock.now()
         results: list[Outcome | None] = [None] * len(items)
         groups, queries = self._group(items, results)
         cached = await self._lookup(list(groups))
+        await self.tally.recall(k for k in groups if k not in cached)
+        cached.update(self.tally.verdicts(self.provider.name))  # gave up in an earlier run
         self._emit(BatchStarted(total=len(items), unique=len(groups), cached=len(cached),
                                 rate=self.rate.rate, host=self.provider.host, at=started))
         for outcome in results:
@@ -342,19 +355,43 @@ class Engine:
                            provider=self.provider.name)
         exchange = functools.partial(self._send, query, request)
         attempts = self.settings.max_attempts
-        outcome, sent, error = await self._attempts(request, exchange, attempts=attempts, key=key,
-                                                    final=(ProviderResponseError,))
+        await self._wait_out(key)
+        outcome, sent, error = await self._attempts(
+            request, exchange, attempts=attempts, key=key, final=(ProviderResponseError,),
+            start=self.tally.start(key), failed=functools.partial(self._failed, key))
         if outcome is not None:
             return self._tidy(outcome, sent)
+        name = type(error).__name__
         if isinstance(error, ProviderResponseError):  # an answer that cannot be used
-            return Failure(reason=self._redact(str(error)), error=type(error).__name__,
-                           provider=self.provider.name, attempts=sent)
-        return Failure(reason=self._redact(f"gave up after {attempts} attempts: {error}"),
-                       error=type(error).__name__, provider=self.provider.name, attempts=sent)
+            reason = self._redact(str(error))
+        elif error is None:  # spent in earlier runs of the batch (max_attempts was lowered)
+            reason, name = f"gave up after {attempts} attempts", ProviderUnavailableError.__name__
+        else:
+            reason = self._redact(f"gave up after {attempts} attempts: {error}")
+        failure = Failure(reason=reason[:MAX_TEXT_CHARS], error=name,
+                          provider=self.provider.name, attempts=sent)
+        await self.tally.note(key, Attempts(attempts, sent, error=name,
+                                            reason=failure.reason))
+        return failure
+
+    async def _wait_out(self, key: str) -> None:
+        """Wait out the backoff an earlier run of the batch left ``key``'s row (in
+        non-blocking mode, raise if it is longer than the budget)."""
+        wait = self.tally.not_before(key) - self.clock.now()
+        if wait > 0:
+            self.pacer.check_budget(wait)
+            await self.pacer.sleep_until(self.clock.now() + wait)
+
+    async def _failed(self, key: str, attempt: int, sent: int, wait: float) -> None:
+        """``key``'s row failed attempt ``attempt`` and backs off ``wait`` seconds: kept
+        before the run may raise for the wait (non-blocking mode), so its rerun goes on."""
+        await self.tally.note(key, Attempts(attempt, sent, self.clock.now() + wait))
 
     async def _attempts(self, request: httpx.Request, exchange: Callable[[], Awaitable[T]], *,
                         attempts: int, key: str, cost: int = 1,
-                        final: tuple[type[Exception], ...] = ()
+                        final: tuple[type[Exception], ...] = (),
+                        start: tuple[int, int] = (0, 0),
+                        failed: Callable[[int, int, float], Awaitable[None]] | None = None,
                         ) -> tuple[T | None, int, BaseException | None]:
         """Send ``request`` through ``exchange`` until it is answered: ``(answer, requests
         sent, None)``, or ``(None, sent, error)`` with the error that ended the attempts (one
@@ -369,10 +406,13 @@ class Engine:
         cached) would otherwise be the only probes, each failing, and hold every row
         behind them until ``circuit_timeout_seconds`` ended the run. Errors about the whole
         run (``_PASS_THROUGH``) propagate.
+
+        ``start``: the ``(attempts, sent)`` of earlier runs; ``failed(attempt, sent, wait)``
+        is awaited after each failed attempt that backs off, before the budget is checked.
         """
         last: BaseException | None = None
         throttles = 0  # attempts count toward ``attempts``; sent is every try
-        attempt, sent = self._queue.counts.get(key, (0, 0)) if self._queue else (0, 0)
+        attempt, sent = self._queue.counts.get(key, start) if self._queue else start
         while attempt < attempts:
             if last is not None and self.circuit.is_open and self._queue and self._queue.untried:
                 raise SetAside(attempt, sent)
@@ -407,6 +447,8 @@ class Engine:
             except final as exc:
                 return None, sent, exc
             if attempt < attempts:
+                if failed is not None:
+                    await failed(attempt, sent, wait)
                 self.pacer.check_budget(wait)
                 await self.pacer.sleep_until(self.clock.now() + wait)
         return None, sent, last

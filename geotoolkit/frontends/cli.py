@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import math
 import signal
 import sys
 import threading
@@ -384,7 +385,9 @@ def _report(tally: Tally, output: Path, geocoded: int, letters: int) -> None:
 def _unless_deferred(run: Callable[[], gpd.GeoDataFrame],
                      options: GeocodeOptions) -> gpd.GeoDataFrame | None:
     """The result of ``run()``; ``None`` when non-blocking mode asked to retry later: stderr
-    says why and what to do, then ends with ``retry_after=<seconds>`` (the line scripts read)."""
+    says why and what to do, then ends with ``retry_after=<seconds>`` (the line scripts read),
+    rounded up to the tenth: a wrapper that waits that long finds the wait over, not a few
+    milliseconds short."""
     try:
         return run()
     except RateLimitError as exc:
@@ -395,9 +398,11 @@ def _unless_deferred(run: Callable[[], gpd.GeoDataFrame],
         kept = cache is not False and name != "none" and not name.startswith("memory:")
         rows = ("the rows finished so far are kept in the cache and not sent again" if kept else
                 "without a lasting cache, the rows finished so far are sent again")
+        after = exc.retry_after
+        after = math.ceil(after * 10) / 10 if math.isfinite(after) else after
         print(f"geotoolkit: deferred, not failed: {exc}. Run the same command again in "
-              f"{exc.retry_after:.1f} s or later ({rows}).", file=sys.stderr)
-        print(f"retry_after={exc.retry_after:.1f}", file=sys.stderr)
+              f"{after:.1f} s or later ({rows}).", file=sys.stderr)
+        print(f"retry_after={after:.1f}", file=sys.stderr)
         return None
 
 

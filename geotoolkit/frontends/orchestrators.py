@@ -4,7 +4,9 @@ In non-blocking mode (``max_wait_seconds=``) a batch that would have to wait lon
 than that budget -- a fleet-wide pause on the gate, or a ``Retry-After`` -- raises
 :class:`~geotoolkit.errors.RateLimitError` with ``retry_after`` (seconds) instead of
 sleeping. Every row settled so far is already in the result cache, so the rerun
-sends only the rest. The helpers here hand ``retry_after`` to the orchestrator, so
+sends only the rest; a row still failing goes on with the attempts it made (the cache
+keeps them too), so after ``max_attempts`` in all it is failed and the batch ends
+(docs/orchestrators.md). The helpers here hand ``retry_after`` to the orchestrator, so
 it frees the worker slot and runs the task again when the provider is ready:
 
 - :func:`retry_delay`: the delay for any exception (``None``: do not retry);

@@ -51,6 +51,7 @@ from geotoolkit.results import (
 )
 from geotoolkit.schema import STATUSES, final_status, passes_on, result_columns
 from geotoolkit.store import ResultStore, open_store
+from geotoolkit.store.base import AttemptLog, Attempts
 from geotoolkit.urls import backend_of
 from geotoolkit.validate import country_code, require_country
 
@@ -299,6 +300,30 @@ class _Recorder:
         self.store.put(key, outcome)
 
 
+class _LoggingRecorder(_Recorder):
+    """A recorder over a store that keeps rows' attempts (``AttemptLog``), passed through."""
+
+    def __init__(self, store: ResultStore) -> None:
+        super().__init__(store)
+        assert isinstance(store, AttemptLog)
+        self.log = store
+
+    def get_attempts(self, keys: Sequence[str]) -> Mapping[str, Attempts]:
+        return self.log.get_attempts(keys)
+
+    def put_attempts(self, key: str, attempts: Attempts) -> None:
+        self.log.put_attempts(key, attempts)
+
+    def clear_attempts(self, keys: Sequence[str]) -> None:
+        self.log.clear_attempts(keys)
+
+
+def _recorder(store: ResultStore | None) -> _Recorder | None:
+    if store is None:
+        return None
+    return _LoggingRecorder(store) if isinstance(store, AttemptLog) else _Recorder(store)
+
+
 _RANK = {status: rank for rank, status in enumerate(STATUSES)}  # best first
 
 
@@ -320,6 +345,7 @@ class _Stages:
         self.trail: list[list[Outcome]] = [[] for _ in items]
         self.sent = [0] * len(items)
         self.names = stage_names(options.providers)
+        self.engines: list[Engine] = []
 
     async def run(self) -> list[Outcome]:
         try:
@@ -351,6 +377,8 @@ class _Stages:
                 pending = await self._stage(stage, pending, gate, store)
                 if not pending:
                     break
+            for engine in self.engines:  # the batch ran to its end (see Engine.run)
+                await engine.tally.forget()
         if self.sink is not None:
             self.sink.ended = True
             self.sink.sink(self.sink.finished(self._now(), self._counts()))
@@ -360,11 +388,13 @@ class _Stages:
                      store: ResultStore | None) -> list[int]:
         provider, name = self.options.providers[stage - 1], self.names[stage - 1]
         last = stage == len(self.options.providers)
-        recorder = _Recorder(store) if store is not None else None
+        recorder = _recorder(store)
         engine = Engine(provider, self.options, gate=gate, store=recorder)
+        self.engines.append(engine)
         # Not the last provider: its quota spent or an outage ends its part, not the run.
         hand_off = () if last else (QuotaExceededError, ProviderUnavailableError)
-        outcomes = await engine.run([self.items[i] for i in rows], self.sink, hand_off=hand_off)
+        outcomes = await engine.run([self.items[i] for i in rows], self.sink, hand_off=hand_off,
+                                    forget_attempts=False)
         handed_off = {rows[i] for i in engine.handed_off}
         hits = {id(o) for o in recorder.hits} if recorder is not None else set()
         passing = []

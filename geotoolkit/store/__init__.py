@@ -2,7 +2,9 @@
 
 A store maps a cache key (``"<provider namespace>:<normalised query>"``) to a
 settled outcome. Matches and no-matches are kept (no-matches expire after
-``no_match_ttl_seconds``); failures never are, so they are retried next time.
+``no_match_ttl_seconds``); failures never are, so they are retried next time. Beside
+them, a row's attempts in a batch not run to its end (``AttemptLog``: memory, SQLite,
+PostgreSQL), so that non-blocking reruns go on counting (``geotoolkit.engine.tally``).
 Every ``put`` is committed at once, so a killed process loses at most the
 requests that were in flight. Chosen by URL, like gates:
 

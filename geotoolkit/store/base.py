@@ -19,8 +19,24 @@ from geotoolkit.clock import Clock, SystemClock
 from geotoolkit.errors import ConfigurationError, GeotoolkitError
 from geotoolkit.results import PRECISIONS, Failure, Match, NoMatch, Outcome, Place, Precision
 
-__all__ = ["COLUMNS", "DEFAULT_NO_MATCH_TTL_SECONDS", "MAX_TEXT_CHARS", "Expiry", "ResultStore", "Row",
-           "StoreError", "check_timeout", "decode", "decode_place", "encode", "encode_place"]
+__all__ = [
+    "ATTEMPTS_TTL_SECONDS",
+    "COLUMNS",
+    "DEFAULT_NO_MATCH_TTL_SECONDS",
+    "MAX_TEXT_CHARS",
+    "AttemptLog",
+    "Attempts",
+    "Expiry",
+    "ResultStore",
+    "Row",
+    "StoreError",
+    "attempts_fresh",
+    "check_timeout",
+    "decode",
+    "decode_place",
+    "encode",
+    "encode_place",
+]
 
 #: No-matches are asked again after a week: the map may have learnt the address.
 DEFAULT_NO_MATCH_TTL_SECONDS = 7 * 86_400.0
@@ -55,6 +71,64 @@ class ResultStore(Protocol):
     def put(self, key: str, outcome: Outcome) -> None:
         """Store a match or no-match (a failure is ignored), committed at once."""
         ...
+
+
+#: A row's attempts in an unfinished batch are forgotten after this long unchanged: a batch
+#: given up for good (never run to its end) does not hold its rows' counts for ever. A
+#: week, so that a daily cron that exits 75 and runs again the next day still finds them.
+ATTEMPTS_TTL_SECONDS = 7 * 86_400.0
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """A row's attempts so far in a batch that has not run to its end (non-blocking reruns).
+
+    ``attempts`` counted toward ``max_attempts`` (a 429 never counts), ``sent`` requests,
+    ``not_before``: when the row's backoff ends (host clock, epoch seconds). ``error``
+    (its class name) and ``reason`` are set once the row gave up: the batch's next run
+    settles it as that failure without sending, until a run of the batch returns.
+    ``updated_at`` is set by the store when it writes the row (for ``ATTEMPTS_TTL_SECONDS``).
+    """
+
+    attempts: int
+    sent: int
+    not_before: float = 0.0
+    error: str = ""
+    reason: str = ""
+    updated_at: float = 0.0
+
+    @property
+    def gave_up(self) -> bool:
+        return bool(self.error)
+
+    def row(self, updated_at: float) -> tuple[int, int, float, str, str, float]:
+        """The stored columns (text cut), stamped ``updated_at``."""
+        return (self.attempts, self.sent, self.not_before, _cut(self.error), _cut(self.reason),
+                updated_at)
+
+
+@runtime_checkable
+class AttemptLog(Protocol):
+    """A store that also keeps rows' :class:`Attempts` across the runs of a batch, by cache
+    key (``MemoryStore``, ``SQLiteStore``, ``PostgresStore``); a store without it keeps
+    them in the run's memory only."""
+
+    def get_attempts(self, keys: Sequence[str]) -> Mapping[str, Attempts]:
+        """The attempts kept for ``keys`` (missing and expired ones are absent)."""
+        ...
+
+    def put_attempts(self, key: str, attempts: Attempts) -> None:
+        """Keep ``key``'s attempts (replacing any), committed at once."""
+        ...
+
+    def clear_attempts(self, keys: Sequence[str]) -> None:
+        """Forget the attempts of ``keys``: the batch ran to its end."""
+        ...
+
+
+def attempts_fresh(updated_at: float, now: float) -> bool:
+    """Whether attempts written at ``updated_at`` still count at ``now``."""
+    return now - updated_at < ATTEMPTS_TTL_SECONDS
 
 
 class StoreError(GeotoolkitError):

@@ -7,7 +7,15 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from geotoolkit.clock import Clock
 from geotoolkit.results import Outcome
-from geotoolkit.store.base import DEFAULT_NO_MATCH_TTL_SECONDS, Expiry, Row, decode, encode
+from geotoolkit.store.base import (
+    DEFAULT_NO_MATCH_TTL_SECONDS,
+    Attempts,
+    Expiry,
+    Row,
+    attempts_fresh,
+    decode,
+    encode,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -29,6 +37,7 @@ class MemoryStore:
                  no_match_ttl_seconds: float | None = DEFAULT_NO_MATCH_TTL_SECONDS) -> None:
         self._expiry = Expiry.build(no_match_ttl_seconds, clock)
         self._rows: dict[str, Row] = {}
+        self._attempts: dict[str, Attempts] = {}
         self._lock = threading.Lock()
 
     def get_many(self, keys: Sequence[str]) -> Mapping[str, Outcome]:
@@ -50,6 +59,23 @@ class MemoryStore:
         with self._lock:
             for key in keys:
                 self._rows.pop(key, None)
+
+    def get_attempts(self, keys: Sequence[str]) -> Mapping[str, Attempts]:
+        """The attempts kept for ``keys`` in this store's life (see ``AttemptLog``)."""
+        now = self._expiry.now()
+        with self._lock:
+            found = {k: a for k in keys if (a := self._attempts.get(k)) is not None}
+        return {k: a for k, a in found.items() if attempts_fresh(a.updated_at, now)}
+
+    def put_attempts(self, key: str, attempts: Attempts) -> None:
+        stamped = Attempts(*attempts.row(self._expiry.now()))  # text cut, as in the files
+        with self._lock:
+            self._attempts[key] = stamped
+
+    def clear_attempts(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._attempts.pop(key, None)
 
     def close(self) -> None:
         """Nothing to release."""

@@ -12,7 +12,12 @@ that never answers (a hung backend, a pooler holding the query) is cut by this c
 after twice the deadline and a second (``geotoolkit.watchdog``).
 Schema v2 added ``precision``, ``score`` and ``place``; a table from before is
 upgraded in place on first use (under the schema's advisory lock, taking the
-table lock only when a column is missing). A table in place (its comment marks its
+table lock only when a column is missing). The table ``geotoolkit_attempts`` (rows'
+attempts across the runs of an unfinished batch, see ``AttemptLog``) is created beside it
+the first time it is used, the same way but with its own mark: a results table in place
+stays as it is, so workers who may not create tables keep using it when a newer version
+comes (their attempt log alone fails until the owner has used it once, see
+``geotoolkit.engine.tally``). A table in place (its comment marks its
 version) is used as it is: users then need only ``SELECT, INSERT, UPDATE, DELETE`` on it.
 """
 
@@ -32,11 +37,14 @@ from geotoolkit.pgschema import ensure_schema, redial, refused_setting, schema_m
 from geotoolkit.redact import redact
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
+    ATTEMPTS_TTL_SECONDS,
     COLUMNS,
     DEFAULT_NO_MATCH_TTL_SECONDS,
+    Attempts,
     Expiry,
     Row,
     StoreError,
+    attempts_fresh,
     check_timeout,
     decode,
     encode,
@@ -44,11 +52,12 @@ from geotoolkit.store.base import (
 from geotoolkit.urls import bad_dsn, check_userinfo
 from geotoolkit.watchdog import Watchdog
 
-__all__ = ["TABLE", "PostgresStore"]
+__all__ = ["ATTEMPTS_TABLE", "TABLE", "PostgresStore"]
 
 T = TypeVar("T")
 
 TABLE = "geotoolkit_results"
+ATTEMPTS_TABLE = "geotoolkit_attempts"
 #: Key of the transaction-level advisory lock serialising schema creation ("gtkres").
 _SCHEMA_LOCK = 0x6774_6B72_6573
 _SCHEMA = f"""
@@ -80,10 +89,24 @@ DO $$ BEGIN
     END IF;
 END $$
 """
+#: Rows' attempts in a batch not run to its end (``Attempts``), by cache key; on first use.
+_ATTEMPTS_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS {ATTEMPTS_TABLE} (
+    key text PRIMARY KEY,
+    attempts integer NOT NULL,
+    sent integer NOT NULL,
+    not_before double precision NOT NULL,
+    error text NOT NULL DEFAULT '',
+    reason text NOT NULL DEFAULT '',
+    updated_at double precision NOT NULL
+)
+"""
+_ATTEMPTS_COLUMNS = "attempts, sent, not_before, error, reason, updated_at"
 #: The comment the table carries once ``_SCHEMA`` and ``_MIGRATE`` ran (``geotoolkit.pgschema``):
 #: a table in place is used as it is, by a user who may not create or alter anything, and any
 #: change to them brings it up to date.
 _MARK = schema_mark("geotoolkit cache schema", (_SCHEMA, _MIGRATE))
+_ATTEMPTS_MARK = schema_mark("geotoolkit attempts schema", (_ATTEMPTS_SCHEMA,))
 #: PostgreSQL's largest timeout setting (milliseconds).
 _MAX_TIMEOUT_MS = 2_147_483_647
 #: Errors of a statement that ran out of time (the connection itself is fine).
@@ -138,6 +161,7 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._table_ready = False
+        self._attempts_ready = False
         # The server keeps the deadlines; a server that never answers is cut here.
         self._watchdog = Watchdog(2 * self._timeout + 1.0)
 
@@ -244,6 +268,60 @@ class PostgresStore:
         """Forget ``keys`` (their queries will be sent again)."""
         items = list(keys)
         self._call(lambda conn: conn.execute(f"DELETE FROM {TABLE} WHERE key = ANY(%s)", (items,)))
+
+    def get_attempts(self, keys: Sequence[str]) -> Mapping[str, Attempts]:
+        """The attempts kept for ``keys`` (see ``AttemptLog``; expired ones are absent)."""
+        unique = list(dict.fromkeys(keys))
+        select = f"SELECT key, {_ATTEMPTS_COLUMNS} FROM {ATTEMPTS_TABLE} WHERE key = ANY(%s)"
+
+        def body(conn: psycopg.Connection[Any]) -> list[tuple[str, Attempts]]:
+            found: list[tuple[str, Attempts]] = []
+            for start in range(0, len(unique), _CHUNK):
+                self._watchdog.feed()
+                rows = conn.execute(select, (unique[start:start + _CHUNK],)).fetchall()
+                found.extend((r[0], Attempts(*r[1:])) for r in rows)
+            return found
+
+        found = self._logged(body) if unique else []
+        now = self._expiry.now()
+        return {k: a for k, a in found if attempts_fresh(a.updated_at, now)}
+
+    def put_attempts(self, key: str, attempts: Attempts) -> None:
+        """Keep ``key``'s attempts, committed at once."""
+        names = _ATTEMPTS_COLUMNS.split(", ")
+        upsert = (f"INSERT INTO {ATTEMPTS_TABLE} (key, {_ATTEMPTS_COLUMNS}) VALUES "
+                  f"(%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO UPDATE SET "
+                  + ", ".join(f"{c} = excluded.{c}" for c in names))
+        row = (key, *attempts.row(self._expiry.now()))
+        self._logged(lambda conn: conn.execute(upsert, row))
+
+    def clear_attempts(self, keys: Sequence[str]) -> None:
+        """Forget the attempts of ``keys`` (and any expired ones)."""
+        items = list(keys)
+        cutoff = self._expiry.now() - ATTEMPTS_TTL_SECONDS
+
+        def body(conn: psycopg.Connection[Any]) -> None:
+            with conn.transaction():
+                for start in range(0, len(items), _CHUNK):
+                    self._watchdog.feed()
+                    conn.execute(f"DELETE FROM {ATTEMPTS_TABLE} WHERE key = ANY(%s)",
+                                 (items[start:start + _CHUNK],))
+                self._watchdog.feed()
+                conn.execute(f"DELETE FROM {ATTEMPTS_TABLE} WHERE updated_at < %s", (cutoff,))
+
+        self._logged(body)
+
+    def _logged(self, body: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """``body`` on the attempt log, its table made first if this store has not yet."""
+        def with_table(conn: psycopg.Connection[Any]) -> T:
+            if not self._attempts_ready:
+                ensure_schema(conn, table=ATTEMPTS_TABLE, mark=_ATTEMPTS_MARK,
+                              statements=(_ATTEMPTS_SCHEMA,), lock=_SCHEMA_LOCK,
+                              feed=self._watchdog.feed)
+                self._attempts_ready = True
+            return body(conn)
+
+        return self._call(with_table)
 
     def close(self) -> None:
         with self._lock:

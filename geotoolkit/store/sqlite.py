@@ -5,6 +5,12 @@ Schema versions (``PRAGMA user_version``): 1 the first release; 2 adds a match's
 place when opened (``ALTER TABLE ... ADD COLUMN``, in one ``BEGIN IMMEDIATE``
 transaction, so concurrent openers agree); its rows read back with precision
 ``"unknown"``, no score and an empty place.
+
+The table ``attempts`` (rows' attempts across the runs of an unfinished batch, see
+``AttemptLog``) is created beside ``results`` the first time it is used, in any file,
+without a version of its own: opening a file writes nothing it did not before, a version
+that does not know the table still opens the file, and where the table cannot be made
+only the attempt log fails (see ``geotoolkit.engine.tally``).
 """
 
 from __future__ import annotations
@@ -22,11 +28,14 @@ from geotoolkit.clock import Clock
 from geotoolkit.files import private_file
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
+    ATTEMPTS_TTL_SECONDS,
     COLUMNS,
     DEFAULT_NO_MATCH_TTL_SECONDS,
+    Attempts,
     Expiry,
     Row,
     StoreError,
+    attempts_fresh,
     check_timeout,
     decode,
     encode,
@@ -53,6 +62,19 @@ CREATE TABLE IF NOT EXISTS results (
     place TEXT
 ) WITHOUT ROWID
 """
+#: Rows' attempts in a batch not run to its end (``Attempts``), by cache key; created on first use.
+_ATTEMPTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS attempts (
+    key TEXT PRIMARY KEY NOT NULL,
+    attempts INTEGER NOT NULL,
+    sent INTEGER NOT NULL,
+    not_before REAL NOT NULL,
+    error TEXT NOT NULL DEFAULT '',
+    reason TEXT NOT NULL DEFAULT '',
+    updated_at REAL NOT NULL
+) WITHOUT ROWID
+"""
+_ATTEMPTS_COLUMNS = "attempts, sent, not_before, error, reason, updated_at"
 #: Columns added by schema v2, added to a v1 table in place.
 _ADDED = (("precision", "TEXT"), ("score", "REAL"), ("place", "TEXT"))
 _INSERT = (f"INSERT OR REPLACE INTO results (key, {', '.join(COLUMNS)}) "
@@ -137,6 +159,7 @@ class SQLiteStore:
         timeout_seconds = check_timeout(timeout_seconds)
         self.path = Path(path) if path is not None else default_store_path()
         self._lock = threading.Lock()
+        self._attempts_ready = False
         try:
             private_file(self.path)
             self._db = sqlite3.connect(self.path, timeout=timeout_seconds,
@@ -242,6 +265,53 @@ class SQLiteStore:
         """Forget ``keys`` (their queries will be sent again)."""
         items = [(k,) for k in keys]
         self._guard(lambda: self._db.executemany("DELETE FROM results WHERE key = ?", items))
+
+    def get_attempts(self, keys: Sequence[str]) -> Mapping[str, Attempts]:
+        """The attempts kept for ``keys`` (see ``AttemptLog``; expired ones are absent)."""
+        unique = list(dict.fromkeys(keys))
+
+        def body() -> list[tuple[str, Attempts]]:
+            found: list[tuple[str, Attempts]] = []
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start:start + _CHUNK]
+                cursor = self._db.execute(
+                    f"SELECT key, {_ATTEMPTS_COLUMNS} FROM attempts "
+                    f"WHERE key IN ({', '.join('?' * len(chunk))})", chunk)
+                found.extend((r[0], Attempts(*r[1:])) for r in cursor)
+            return found
+
+        now = self._expiry.now()
+        return {k: a for k, a in self._logged(body) if attempts_fresh(a.updated_at, now)}
+
+    def put_attempts(self, key: str, attempts: Attempts) -> None:
+        """Keep ``key``'s attempts, committed at once."""
+        row = (key, *attempts.row(self._expiry.now()))
+        self._logged(lambda: self._db.execute(
+            f"INSERT OR REPLACE INTO attempts (key, {_ATTEMPTS_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            row))
+
+    def clear_attempts(self, keys: Sequence[str]) -> None:
+        """Forget the attempts of ``keys`` (and any expired ones), in one transaction."""
+        items = [(k,) for k in keys]
+        cutoff = (self._expiry.now() - ATTEMPTS_TTL_SECONDS,)
+
+        def body() -> None:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.executemany("DELETE FROM attempts WHERE key = ?", items)
+                self._db.execute("DELETE FROM attempts WHERE updated_at < ?", cutoff)
+
+        self._logged(body)
+
+    def _logged(self, body: Callable[[], T]) -> T:
+        """``body`` on the attempt log, the table created first if this store has not yet."""
+        def with_table() -> T:
+            if not self._attempts_ready:
+                self._db.execute(_ATTEMPTS_SCHEMA)
+                self._attempts_ready = True
+            return body()
+
+        return self._guard(with_table)
 
     def close(self) -> None:
         with self._lock:
