@@ -1,11 +1,15 @@
 """Geocode a dask DataFrame on a cluster, lazily, into partitioned GeoParquet: nothing collected.
 
 :func:`geocode` returns a *lazy* dask-geopandas GeoDataFrame. Nothing runs until it is
-computed or written; then each partition runs the ordinary ``df.geocode`` job
-(:class:`~geotoolkit.orchestration.job.FrameJob`) on whichever worker dask picks: it
-opens the gate and the result cache *by URL* on that worker, geocodes its rows,
-builds their Points from ``(lon, lat)`` in EPSG:4326 and closes the gate and cache
-again. So every worker must reach the same gate and cache:
+computed or written; then the ordinary ``df.geocode`` job
+(:class:`~geotoolkit.orchestration.job.FrameJob`) runs on whichever workers dask picks,
+opening the gate and the result cache *by URL* there and closing them again. Each
+distinct address (its cache key) is sent once per run, whichever partitions its rows
+are in: the partitions' distinct queries are shuffled by key, settled once each, and
+their answers routed back to the partitions that asked, which build their rows (Points
+from ``(lon, lat)`` in EPSG:4326) in their own index, order and divisions (see
+:mod:`geotoolkit.frontends._dask_graph`). So every worker must reach the same gate and
+cache:
 
 - on a cluster spanning machines: ``gate="redis://..."`` or ``"postgresql://..."``, and
   ``cache="postgresql://..."`` (or ``cache=False``);
@@ -18,8 +22,8 @@ pace alone. SQLite on workers spread over several hosts is refused too. Both rai
 
 The options are one :class:`~geotoolkit.orchestration.options.GeocodeOptions`, built
 and checked on the client, pickled to the workers (the provider with it: its key stays
-out of reprs and logs). A partition killed mid-run (a lost worker) is run again by
-dask; with a shared cache, the rows it had settled are not sent again.
+out of reprs and logs). A task killed mid-run (a lost worker) is run again by dask;
+with a shared cache, the rows it had settled are not sent again.
 
 Where the result goes:
 
@@ -47,15 +51,16 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Callable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import pandas as pd
 
 from geotoolkit.errors import ConfigurationError, ExportError
-from geotoolkit.export import dead_letters, result_dtypes
+from geotoolkit.export import dead_letters
+from geotoolkit.frontends._dask_graph import JobFactory, Whole, distinct_graph, meta
 from geotoolkit.orchestration.job import Columns, FrameJob, gate_backend
 from geotoolkit.orchestration.options import GeocodeOptions, with_options_signature
 from geotoolkit.providers.policies import check_usage_policy
@@ -67,8 +72,6 @@ if TYPE_CHECKING:
     import dask_geopandas as dgpd
     import geopandas as gpd
 
-    from geotoolkit.progress import ProgressSink
-    from geotoolkit.results import Outcome
 
 __all__ = ["check_shared", "geocode", "to_geodataframe", "write_partitioned"]
 
@@ -179,29 +182,9 @@ def _shippable(options: GeocodeOptions) -> None:
             "the provider by name, e.g. provider='nominatim', user_agent=..., base_url=...") from exc
 
 
-class _Job(Protocol):
-    """What a job factory makes of one partition (a ``FrameJob``; a ``ReverseJob`` alike).
-
-    Building it checks the frame and opens nothing. Another job over partitions
-    (reverse geocoding a dask-geopandas frame of points) gets its entry point the way
-    :func:`geocode` does: check the options on the client, then hand :func:`_lazy` a
-    picklable factory, ``factory(frame) -> job``.
-    """
-
-    def run_sync(self, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
-        """Settle every row (on the worker) and build the result."""
-
-    def result(self, outcomes: list[Outcome]) -> gpd.GeoDataFrame:
-        """The result for ``outcomes`` (``[]`` on zero rows: the meta), opening nothing."""
-
-
-#: Makes the job of one partition: picklable, since it travels to the workers.
-_JobFactory = Callable[[pd.DataFrame], _Job]
-
-
 @dataclass(frozen=True, repr=False)
 class _Forward:
-    """Makes the forward-geocoding job of one partition (a ``_JobFactory``)."""
+    """Makes the forward-geocoding job of one frame (a ``JobFactory``)."""
 
     columns: Columns
     options: GeocodeOptions
@@ -209,33 +192,12 @@ class _Forward:
     def __call__(self, frame: pd.DataFrame) -> FrameJob:
         return FrameJob(frame, self.columns, self.options)
 
+    def reads(self, columns: Sequence[Hashable]) -> list[Hashable]:
+        return list(self.columns.names(columns))
+
     def __repr__(self) -> str:
         return redact(f"_Forward({self.options.provider!r}, gate={self.options.gate}, "
                       f"cache={self.options.cache})")
-
-
-@dataclass(frozen=True, repr=False)
-class _Partition:
-    """Run the job of one partition on its worker; an empty partition opens nothing."""
-
-    make_job: _JobFactory
-
-    def __call__(self, part: pd.DataFrame) -> gpd.GeoDataFrame:
-        job = self.make_job(part)
-        return _normalise(job.result([]) if len(part) == 0 else job.run_sync(None))
-
-    def __repr__(self) -> str:
-        return f"_Partition({self.make_job!r})"
-
-
-def _normalise(result: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
-    """The result columns in their fixed dtypes, so every partition matches the meta."""
-    return result_dtypes(result)
-
-
-def _meta(frame: pd.DataFrame, make_job: _JobFactory) -> gpd.GeoDataFrame:
-    """The columns and dtypes of a partition's result: what the job gives on zero rows."""
-    return _normalise(make_job(frame.iloc[:0]).result([]))
 
 
 def _dask_geopandas() -> Any:
@@ -247,12 +209,13 @@ def _dask_geopandas() -> Any:
     return dask_geopandas
 
 
-def _lazy(ddf: dd.DataFrame, make_job: _JobFactory) -> dgpd.GeoDataFrame:
-    """Map every partition of ``ddf`` through ``make_job(partition).run_sync()``, lazily.
+def _lazy(ddf: dd.DataFrame, make_job: JobFactory) -> dgpd.GeoDataFrame:
+    """``ddf``'s result, lazily: each distinct query settled once over all partitions.
 
     The meta is ``make_job(empty frame).result([])``: built on the client without
     sending or opening anything. Front ends check their options first (see
-    :func:`geocode`); this only wires the partitions.
+    :func:`geocode`); this only wires the partitions (see
+    :mod:`geotoolkit.frontends._dask_graph`).
 
     Returns
     -------
@@ -260,8 +223,12 @@ def _lazy(ddf: dd.DataFrame, make_job: _JobFactory) -> dgpd.GeoDataFrame:
         Same index and partitions as ``ddf``; nothing runs until it is computed.
     """
     _dask_geopandas()  # registers the GeoDataFrame collection for a GeoDataFrame meta
-    result: dgpd.GeoDataFrame = ddf.map_partitions(  # type: ignore[no-untyped-call]
-        _Partition(make_job), meta=_meta(ddf._meta, make_job))
+    result_meta = meta(ddf._meta, make_job)
+    if ddf.npartitions == 1:  # the engine groups one partition's duplicates itself
+        whole: dgpd.GeoDataFrame = ddf.map_partitions(  # type: ignore[no-untyped-call]
+            Whole(make_job), meta=result_meta)
+        return whole
+    result: dgpd.GeoDataFrame = distinct_graph(ddf, make_job, result_meta)
     return result
 
 
@@ -277,7 +244,7 @@ def _refuse_own_geometry(ddf: dd.DataFrame, options: GeocodeOptions) -> None:
 
 def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = None,
             **options: Any) -> dgpd.GeoDataFrame:
-    """Geocode a dask DataFrame lazily, partition by partition, on a shared gate and cache.
+    """Geocode a dask DataFrame lazily on a shared gate and cache, each distinct address once.
 
     Parameters
     ----------
@@ -305,8 +272,14 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
         Lazy: the input columns plus ``lon``, ``lat``, the ``geocode_*`` columns of
         ``df.geocode.run()`` (``geocode_precision`` the ordered categorical) and Point
         geometry in EPSG:4326 built on each worker from ``(lon, lat)`` (empty where the
-        row did not match); same index and partitions. Nothing is sent until it is
-        computed or written (:func:`write_partitioned`, ``.to_parquet()``).
+        row did not match); same index, order, partitions and divisions. Nothing is
+        sent until it is computed or written (:func:`write_partitioned`,
+        ``.to_parquet()``), and nothing is computed to build it. Each computation is
+        one run: every distinct address (its cache key) is sent once in it, with the
+        text of its first row; its rows in other partitions take the same outcome
+        (match, no match, or failure with its reason). With more than one partition
+        the input's partitions stay on the workers (spilled to disk by dask if need
+        be) until their answers come back; nothing is collected on the client.
 
     Raises
     ------
@@ -350,11 +323,11 @@ def write_partitioned(result: dgpd.GeoDataFrame, path: str | Any, *, overwrite: 
                       **to_parquet: Any) -> tuple[int, int]:
     """Write a :func:`geocode` result from the workers: ``path/geocoded/`` and ``path/dead_letters/``.
 
-    One pass over the partitions: each partition is geocoded once, and its matched
+    One run: each distinct address is geocoded once, and each partition's matched
     rows go to the GeoParquet dataset ``geocoded/`` (Points in EPSG:4326) and the
     others, with the columns of :func:`~geotoolkit.export.dead_letters`, to the
     Parquet dataset ``dead_letters/``, one file per partition each, written by the
-    worker that geocoded it. Only the two row counts come back to the client.
+    worker that built the partition. Only the two row counts come back to the client.
 
     Parameters
     ----------
