@@ -59,3 +59,57 @@ def test_duplicates_in_different_partitions_are_sent_once(client: Any, tmp_path:
     assert out[columns].astype(object).fillna("-").to_numpy().tolist() == \
         alone[columns].astype(object).fillna("-").to_numpy().tolist()
     assert Counter(out["geocode_status"]) == {"matched": 24, "no_match": 3, "failed": 3}
+
+
+def test_a_non_unique_index_and_empty_partitions_give_the_one_partition_result(
+        client: Any, tmp_path: Path) -> None:
+    """Rows are joined back by position, never by index label: a repeated label, a
+    partition of missing or blank addresses, pyarrow strings with NA all come back as
+    one partition (the engine alone) gives them."""
+    cells = [None, "", "Nowhere Street 999, 0000 Atlantis", UNIQUE[0], pd.NA, "  ", UNIQUE[1],
+             UNIQUE[0], None, UNIQUE[1].lower()]
+    frame = pd.DataFrame({"address": pd.array(cells, dtype="string[pyarrow]"), "n": range(len(cells))},
+                         index=[7, 7, 3, 3, 3, 1, 1, 7, 0, 0])
+    results = []
+    with ProviderSimulator() as sim:
+        for npartitions in (1, 5):
+            ddf = dd.from_pandas(frame, npartitions=npartitions, sort=False)
+            results.append(gdask.geocode(ddf, "address", **_options(sim, tmp_path)).compute())
+            assert _sent(sim) == Counter(normalise_address(a) for a in (NOWHERE, *UNIQUE[:2]))
+            sim.reset()
+    one, many = results
+    assert list(many.index) == list(frame.index) and list(many["n"]) == list(frame["n"])
+    pd.testing.assert_frame_equal(pd.DataFrame(many), pd.DataFrame(one))
+    assert list(many["geocode_status"]) == ["failed", "failed", "no_match", "matched", "failed",
+                                            "failed", "matched", "matched", "failed", "matched"]
+
+
+def test_nothing_is_computed_to_build_it_and_each_input_partition_once_to_run_it(
+        client: Any, tmp_path: Path) -> None:
+    marks = tmp_path / "reads"
+    marks.mkdir()
+    ddf = dd.from_map(_Reader(str(marks)), range(4), meta=_Reader.META, enforce_metadata=False)
+    with ProviderSimulator() as sim:
+        lazy = gdask.geocode(ddf, "address", **_options(sim, tmp_path))
+        assert not list(marks.iterdir())  # building it read nothing
+        lazy.compute()
+        assert _sent(sim) == Counter(normalise_address(a) for a in UNIQUE[:3])
+    # The keys and the rows of a partition come from one read (the input is not read twice).
+    assert sorted(Counter(p.name.split("-")[0] for p in marks.iterdir()).items()) == \
+        [(str(i), 1) for i in range(4)]
+
+
+class _Reader:
+    """Reads partition ``i`` (three addresses, repeated across partitions), leaving a mark."""
+
+    META = pd.DataFrame({"address": pd.Series([], dtype="string[pyarrow]")})
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+
+    def __call__(self, i: int) -> pd.DataFrame:
+        import uuid
+
+        Path(self.directory, f"{i}-{uuid.uuid4().hex}").touch()
+        return pd.DataFrame({"address": pd.array([UNIQUE[i % 3], UNIQUE[(i + 1) % 3]],
+                                                 dtype="string[pyarrow]")})
