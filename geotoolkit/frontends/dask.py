@@ -242,6 +242,14 @@ def _refuse_own_geometry(ddf: dd.DataFrame, options: GeocodeOptions) -> None:
             "replace: drop or rename it, or pass overwrite_columns=True to replace it")
 
 
+def _refuse_series(ddf: Any) -> None:
+    """A dask Series (``ddf["address"]``) is no frame: say what to pass, on the client."""
+    if getattr(ddf, "ndim", 2) == 1:
+        raise ConfigurationError(
+            "geocode takes a dask DataFrame with an address column, got a Series: pass the "
+            "DataFrame, or series.to_frame() (its name is the column)")
+
+
 def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = None,
             **options: Any) -> dgpd.GeoDataFrame:
     """Geocode a dask DataFrame lazily on a shared gate and cache, each distinct address once.
@@ -284,12 +292,14 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     Raises
     ------
     ConfigurationError
-        An unshareable gate or cache (see :func:`check_shared`), an unpicklable
+        A dask Series instead of a DataFrame, an unshareable gate or cache (see
+        :func:`check_shared`), an unpicklable
         provider, an unknown option, a fleet against public Nominatim, or a frame
         with its own geometry (without ``overwrite_columns=True``).
     ImportError
         dask-geopandas is not installed (the ``dask`` extra: ``pip install -e '.[dask]'``).
     """
+    _refuse_series(ddf)
     columns = Columns.take(column, options)
     check_shared(options.get("gate", False), options.get("cache"), _cluster_hosts(client))
     options.update({role: _anchored(options[role]) for role in ("gate", "cache") if role in options})

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from geotoolkit import ConfigurationError
 from geotoolkit import dask as gdask
 from geotoolkit.results import normalise_address
 from geotoolkit.testing import KNOWN_ADDRESSES, ProviderSimulator
@@ -113,3 +114,9 @@ class _Reader:
         Path(self.directory, f"{i}-{uuid.uuid4().hex}").touch()
         return pd.DataFrame({"address": pd.array([UNIQUE[i % 3], UNIQUE[(i + 1) % 3]],
                                                  dtype="string[pyarrow]")})
+
+
+def test_a_dask_series_is_refused_on_the_client_with_what_to_pass(tmp_path: Path) -> None:
+    series = dd.from_pandas(pd.Series(UNIQUE[:4], name="address"), npartitions=2)
+    with ProviderSimulator() as sim, pytest.raises(ConfigurationError, match=r"to_frame\(\)"):
+        gdask.geocode(series, "address", **_options(sim, tmp_path))
