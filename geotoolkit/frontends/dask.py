@@ -148,28 +148,43 @@ def _anchored(url: Any) -> Any:
     return url
 
 
-def _cluster_hosts(client: Any = None) -> int:
-    """How many hosts the distributed cluster's workers run on now (1 without a cluster).
+@dataclass(frozen=True)
+class _Cluster:
+    """The workers :func:`geocode` sees when it is called: an adaptive cluster that later
+    grows (onto more machines) is not seen. Without a distributed cluster: this machine,
+    with dask's local schedulers' threads (one per CPU)."""
 
-    Counted when :func:`geocode` is called: an adaptive cluster that later grows onto
-    more machines is not seen.
-    """
+    hosts: int
+    threads: int
+
+    @classmethod
+    def of(cls, client: Any = None) -> _Cluster:
+        workers = _workers(client)
+        if workers is None:
+            return cls(1, os.cpu_count() or 1)
+        hosts = {str(info.get("host", urlsplit(address).hostname))
+                 for address, info in workers.items()}
+        threads = sum(int(info.get("nthreads", 1)) for info in workers.values())
+        return cls(max(1, len(hosts)), max(1, threads))
+
+
+def _workers(client: Any = None) -> dict[str, dict[str, Any]] | None:
+    """The distributed workers by address (``None`` without a distributed client)."""
     if client is None:
         try:
             from distributed import default_client
         except ImportError:
-            return 1
+            return None
         try:
             client = default_client()  # type: ignore[no-untyped-call]
         except ValueError:  # no distributed client: dask's local schedulers
-            return 1
+            return None
     try:
         info = client.scheduler_info(n_workers=-1)  # every worker, not the first five
     except TypeError:  # distributed before 2025: no n_workers, and no limit either
         info = client.scheduler_info()
-    workers = info.get("workers", {})
-    hosts = {str(info.get("host", urlsplit(address).hostname)) for address, info in workers.items()}
-    return max(1, len(hosts))
+    workers: dict[str, dict[str, Any]] = info.get("workers", {})
+    return workers
 
 
 def _shippable(options: GeocodeOptions) -> None:
@@ -209,8 +224,9 @@ def _dask_geopandas() -> Any:
     return dask_geopandas
 
 
-def _lazy(ddf: dd.DataFrame, make_job: JobFactory) -> dgpd.GeoDataFrame:
-    """``ddf``'s result, lazily: each distinct query settled once over all partitions.
+def _lazy(ddf: dd.DataFrame, make_job: JobFactory, *, buckets: int) -> dgpd.GeoDataFrame:
+    """``ddf``'s result, lazily: each distinct query settled once over all partitions, in
+    about ``buckets`` jobs (the worker threads).
 
     The meta is ``make_job(empty frame).result([])``: built on the client without
     sending or opening anything. Front ends check their options first (see
@@ -228,7 +244,7 @@ def _lazy(ddf: dd.DataFrame, make_job: JobFactory) -> dgpd.GeoDataFrame:
         whole: dgpd.GeoDataFrame = ddf.map_partitions(  # type: ignore[no-untyped-call]
             Whole(make_job), meta=result_meta)
         return whole
-    result: dgpd.GeoDataFrame = distinct_graph(ddf, make_job, result_meta)
+    result: dgpd.GeoDataFrame = distinct_graph(ddf, make_job, result_meta, buckets=buckets)
     return result
 
 
@@ -293,22 +309,24 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     ------
     ConfigurationError
         A dask Series instead of a DataFrame, an unshareable gate or cache (see
-        :func:`check_shared`), an unpicklable
-        provider, an unknown option, a fleet against public Nominatim, or a frame
-        with its own geometry (without ``overwrite_columns=True``).
+        :func:`check_shared`), an unpicklable provider, an unknown option, a fleet
+        against public Nominatim, or a frame with its own geometry (without
+        ``overwrite_columns=True``).
     ImportError
         dask-geopandas is not installed (the ``dask`` extra: ``pip install -e '.[dask]'``).
     """
     _refuse_series(ddf)
     columns = Columns.take(column, options)
-    check_shared(options.get("gate", False), options.get("cache"), _cluster_hosts(client))
+    cluster = _Cluster.of(client)
+    check_shared(options.get("gate", False), options.get("cache"), cluster.hosts)
     options.update({role: _anchored(options[role]) for role in ("gate", "cache") if role in options})
     settings = GeocodeOptions.from_env(**options)
     _shippable(settings)
     check_usage_policy(settings.resolved_provider, gate_backend=gate_backend(settings.gate),
                        cached=settings.cache is not False, rate=settings.rate_policy)
     _refuse_own_geometry(ddf, settings)
-    return _lazy(ddf, _Forward(columns, settings))  # the meta checks the columns
+    # the meta checks the columns
+    return _lazy(ddf, _Forward(columns, settings), buckets=cluster.threads)
 
 
 with_options_signature(geocode, columns=True)
