@@ -213,4 +213,6 @@ def distinct_graph(ddf: dd.DataFrame, make_job: JobFactory, result_meta: gpd.Geo
     # A new root (not a blockwise step over two inputs): dask then sees that the result
     # and a column of it are partitioned alike, so ``out[out[c] == v]`` stays blockwise
     # instead of shuffling both sides by index.
-    return dd.from_delayed(parts, meta=result_meta, divisions=ddf.divisions)
+    # Unverified, as map_partitions left them: the input's own columns pass through even
+    # where dask's meta guessed their dtype wrong; the result's columns are normalised.
+    return dd.from_delayed(parts, meta=result_meta, divisions=ddf.divisions, verify_meta=False)

@@ -121,3 +121,24 @@ def test_a_dask_series_is_refused_on_the_client_with_what_to_pass(tmp_path: Path
     series = dd.from_pandas(pd.Series(UNIQUE[:4], name="address"), npartitions=2)
     with ProviderSimulator() as sim, pytest.raises(ConfigurationError, match=r"to_frame\(\)"):
         gdask.geocode(series, "address", **_options(sim, tmp_path))
+
+
+def test_a_partition_whose_dtypes_differ_from_the_meta_passes_through(
+        client: Any, tmp_path: Path) -> None:
+    """dask's meta is a guess (read_csv infers int64 from the first block; a later block
+    may hold text): the input's own columns pass through as before, unchecked."""
+    meta = pd.DataFrame({"address": pd.Series([], dtype="string[pyarrow]"),
+                         "floors": pd.Series([], dtype="int64")})
+    ddf = dd.from_map(_gappy, range(3), meta=meta, enforce_metadata=False)
+    with ProviderSimulator() as sim:
+        out = gdask.geocode(ddf, "address", **_options(sim, tmp_path)).compute()
+    assert list(out["floors"]) == [0, 1, 2, 3, "n/a", "5"]
+    assert list(out["geocode_status"]) == ["matched"] * 6
+
+
+def _gappy(i: int) -> pd.DataFrame:
+    floors: pd.Series[Any] = pd.Series([2 * i, 2 * i + 1], dtype="int64")
+    if i == 2:
+        floors = pd.Series(["n/a", "5"], dtype=object)
+    return pd.DataFrame({"address": pd.array(UNIQUE[i:i + 2], dtype="string[pyarrow]"),
+                         "floors": floors})
