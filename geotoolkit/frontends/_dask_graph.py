@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import pandas as pd
 
@@ -52,8 +52,9 @@ if TYPE_CHECKING:
     from geotoolkit.progress import ProgressSink
     from geotoolkit.results import Outcome, Query, ReverseQuery
 
-__all__ = ["AT", "KEY", "MIN_BUCKETS", "OUTCOME", "SPAN", "Assemble", "Job", "JobFactory", "Keys",
-           "Settle", "Whole", "answers_meta", "distinct_graph", "key_of", "meta", "normalise"]
+__all__ = ["AT", "KEY", "MIN_BUCKETS", "OUTCOME", "SPAN", "Assemble", "Job", "JobFactory",
+           "KeyedFactory", "Keys", "Settle", "Whole", "answers_meta", "distinct_graph", "key_of",
+           "meta", "normalise"]
 
 #: The columns of the keys and answers frames (a frame's own columns never start like this).
 KEY, AT, OUTCOME = "__geotoolkit_key__", "__geotoolkit_at__", "__geotoolkit_outcome__"
@@ -87,6 +88,12 @@ class JobFactory(Protocol):
 
     def __call__(self, frame: pd.DataFrame) -> Job:
         """The checked job of ``frame`` (opens nothing)."""
+
+
+@runtime_checkable
+class KeyedFactory(JobFactory, Protocol):
+    """A job factory that says which columns its queries are made of: its frames can be
+    cut down to those columns and regrouped by key (see :func:`distinct_graph`)."""
 
     def reads(self, columns: Sequence[Hashable]) -> list[Hashable]:
         """The columns of a frame with ``columns`` that its queries are made of."""
@@ -127,7 +134,7 @@ class Whole:
 class Keys:
     """Step 1: one row per distinct query of a partition (its first row's columns)."""
 
-    make_job: JobFactory
+    make_job: KeyedFactory
 
     def __call__(self, part: pd.DataFrame, partition_info: dict[str, Any] | None = None
                  ) -> pd.DataFrame:
@@ -189,7 +196,7 @@ class Assemble:
         return f"Assemble({self.make_job!r})"
 
 
-def distinct_graph(ddf: dd.DataFrame, make_job: JobFactory, result_meta: gpd.GeoDataFrame,
+def distinct_graph(ddf: dd.DataFrame, make_job: KeyedFactory, result_meta: gpd.GeoDataFrame,
                    *, buckets: int) -> Any:
     """``ddf``'s result, each distinct query settled once over all partitions (lazy), in
     ``buckets`` jobs (at least :data:`MIN_BUCKETS`, at most one per partition)."""

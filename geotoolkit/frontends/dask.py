@@ -60,7 +60,13 @@ import pandas as pd
 
 from geotoolkit.errors import ConfigurationError, ExportError
 from geotoolkit.export import dead_letters
-from geotoolkit.frontends._dask_graph import JobFactory, Whole, distinct_graph, meta
+from geotoolkit.frontends._dask_graph import (
+    JobFactory,
+    KeyedFactory,
+    Whole,
+    distinct_graph,
+    meta,
+)
 from geotoolkit.orchestration.job import Columns, FrameJob, gate_backend
 from geotoolkit.orchestration.options import GeocodeOptions, with_options_signature
 from geotoolkit.providers.policies import check_usage_policy
@@ -224,9 +230,13 @@ def _dask_geopandas() -> Any:
     return dask_geopandas
 
 
-def _lazy(ddf: dd.DataFrame, make_job: JobFactory, *, buckets: int) -> dgpd.GeoDataFrame:
+def _lazy(ddf: dd.DataFrame, make_job: JobFactory, *, buckets: int | None = None
+          ) -> dgpd.GeoDataFrame:
     """``ddf``'s result, lazily: each distinct query settled once over all partitions, in
-    about ``buckets`` jobs (the worker threads).
+    about ``buckets`` jobs (default: the worker threads of the current cluster).
+
+    A factory without ``reads`` (see ``KeyedFactory``) runs partition by partition, each
+    partition's duplicates grouped by the engine but not across partitions.
 
     The meta is ``make_job(empty frame).result([])``: built on the client without
     sending or opening anything. Front ends check their options first (see
@@ -240,10 +250,13 @@ def _lazy(ddf: dd.DataFrame, make_job: JobFactory, *, buckets: int) -> dgpd.GeoD
     """
     _dask_geopandas()  # registers the GeoDataFrame collection for a GeoDataFrame meta
     result_meta = meta(ddf._meta, make_job)
-    if ddf.npartitions == 1:  # the engine groups one partition's duplicates itself
+    # One partition: the engine groups its duplicates itself.
+    if ddf.npartitions == 1 or not isinstance(make_job, KeyedFactory):
         whole: dgpd.GeoDataFrame = ddf.map_partitions(  # type: ignore[no-untyped-call]
             Whole(make_job), meta=result_meta)
         return whole
+    if buckets is None:
+        buckets = _Cluster.of().threads
     result: dgpd.GeoDataFrame = distinct_graph(ddf, make_job, result_meta, buckets=buckets)
     return result
 

@@ -8,9 +8,11 @@ requests, so a shared cache cannot hide a second send.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import geopandas as gpd
 import pandas as pd
 import pytest
 
@@ -142,3 +144,29 @@ def _gappy(i: int) -> pd.DataFrame:
         floors = pd.Series(["n/a", "5"], dtype=object)
     return pd.DataFrame({"address": pd.array(UNIQUE[i:i + 2], dtype="string[pyarrow]"),
                          "floors": floors})
+
+
+def test_a_job_factory_without_reads_still_runs_partition_by_partition(
+        client: Any, tmp_path: Path) -> None:
+    """The ``_lazy`` extension point (benchmarks/dask_cluster.py reverse geocodes through
+    it): a factory that does not say which columns its queries read is not regrouped."""
+    from geotoolkit.orchestration.options import GeocodeOptions
+
+    dgpd = pytest.importorskip("dask_geopandas")
+    points = gpd.GeoDataFrame({"n": range(6)}, geometry=gpd.points_from_xy([9.52] * 6, [47.14] * 6),
+                              crs=4326)
+    with ProviderSimulator() as sim:
+        options = GeocodeOptions(**{**_options(sim, tmp_path), "provider": "nominatim"})
+        out = gdask._lazy(dgpd.from_geopandas(points, npartitions=3), _Reverse(options)).compute()
+        assert sim.count() == 3  # one per partition: not regrouped
+    assert list(out["n"]) == list(range(6)) and set(out["geocode_status"]) == {"matched"}
+
+
+@dataclass(frozen=True)
+class _Reverse:
+    options: Any
+
+    def __call__(self, frame: pd.DataFrame) -> Any:
+        from geotoolkit.orchestration.reverse import ReverseJob
+
+        return ReverseJob(frame, self.options)
