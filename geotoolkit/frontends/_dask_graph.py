@@ -138,6 +138,8 @@ class Keys:
 
     def __call__(self, part: pd.DataFrame, partition_info: dict[str, Any] | None = None
                  ) -> pd.DataFrame:
+        if partition_info is None and len(part):  # only the meta is built without it
+            raise RuntimeError("dask did not tell the keys step which partition it reads")
         number = 0 if partition_info is None else int(partition_info["number"])
         keys = pd.Series([key_of(item) for item in self.make_job(part).items], dtype=object)
         first = (~keys.duplicated()).to_numpy()
