@@ -263,9 +263,12 @@ def _lazy(ddf: dd.DataFrame, make_job: JobFactory, *, buckets: int | None = None
 
 def _refuse_own_geometry(ddf: dd.DataFrame, options: GeocodeOptions) -> None:
     """A dask-geopandas frame has a geometry the result would replace (seen on the
-    client: the partitions would refuse it one by one on the workers)."""
+    client: the partitions would refuse it one by one on the workers). An earlier
+    result (it has ``geocode_status``) is not refused: its geometry is ours, as
+    ``df.geocode`` treats it."""
     name = getattr(ddf._meta, "_geometry_column_name", None)
-    if name is not None and name in ddf.columns and not options.overwrite_columns:
+    ours = "geocode_status" in ddf.columns
+    if name is not None and name in ddf.columns and not ours and not options.overwrite_columns:
         raise ConfigurationError(
             f"the frame already has its own geometry column {name!r}, which the result would "
             "replace: drop or rename it, or pass overwrite_columns=True to replace it")
@@ -324,7 +327,7 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
         A dask Series instead of a DataFrame, an unshareable gate or cache (see
         :func:`check_shared`), an unpicklable provider, an unknown option, a fleet
         against public Nominatim, or a frame with its own geometry (without
-        ``overwrite_columns=True``).
+        ``overwrite_columns=True``; an earlier result's geometry is its own).
     ImportError
         dask-geopandas is not installed (the ``dask`` extra: ``pip install -e '.[dask]'``).
     """

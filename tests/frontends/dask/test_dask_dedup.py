@@ -188,3 +188,23 @@ def test_the_keys_step_refuses_to_guess_its_partition(tmp_path: Path) -> None:
     assert len(keys(frame.iloc[:0])) == 0  # the meta
     with pytest.raises(RuntimeError, match="which partition"):
         keys(frame)
+
+
+# dask 2026.8's lazy Parquet reader calls reset_index(inplace=True) (docs/recipes.md).
+@pytest.mark.filterwarnings("ignore:The inplace keyword:pandas.errors.Pandas4Warning")
+def test_an_earlier_result_read_back_can_be_geocoded_again(client: Any, tmp_path: Path) -> None:
+    """Retrying the dead letters of a run read back with dask-geopandas: its geometry is
+    the earlier result's own (as ``df.geocode`` accepts a result), not the user's."""
+    dgpd = pytest.importorskip("dask_geopandas")
+    frame = pd.DataFrame({"address": [*UNIQUE[:3], "Teststrasse 7, 9490 Vaduz #500x1"] * 2})
+    with ProviderSimulator() as sim:
+        options = _options(sim, tmp_path, max_attempts=1)
+        gdask.geocode(dd.from_pandas(frame, npartitions=2), "address", **options) \
+            .to_parquet(tmp_path / "first")
+        earlier = dgpd.read_parquet(tmp_path / "first")
+        retry = earlier[earlier["geocode_status"] != "matched"]
+        before = len(sim.requests)  # (no reset: the simulator counts the #500x1 query's tries)
+        again = gdask.geocode(retry, "address", **options).compute()
+        assert [r.params["q"] for r in sim.requests[before:]] == [frame["address"].iloc[3]]
+    assert list(again.index) == [3, 7] and set(again["geocode_status"]) == {"matched"}
+    assert [[p.x, p.y] for p in again.geometry] == again[["lon", "lat"]].to_numpy().tolist()
