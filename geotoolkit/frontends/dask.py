@@ -8,8 +8,9 @@ distinct address (its cache key) is sent once per run, whichever partitions its 
 are in: the partitions' distinct queries are shuffled by key, settled once each, and
 their answers routed back to the partitions that asked, which build their rows (Points
 from ``(lon, lat)`` in EPSG:4326) in their own index, order and divisions (see
-:mod:`geotoolkit.frontends._dask_graph`). So every worker must reach the same gate and
-cache:
+:mod:`geotoolkit.frontends._dask_graph`). Computing any part of the result
+(``head()``) therefore runs the whole run; ``across_partitions=False`` geocodes each
+partition alone. Every worker must reach the same gate and cache:
 
 - on a cluster spanning machines: ``gate="redis://..."`` or ``"postgresql://..."``, and
   ``cache="postgresql://..."`` (or ``cache=False``);
@@ -221,6 +222,19 @@ class _Forward:
                       f"cache={self.options.cache})")
 
 
+@dataclass(frozen=True, repr=False)
+class _Alone:
+    """A job factory without ``reads``: its partitions are geocoded one by one."""
+
+    make_job: _Forward
+
+    def __call__(self, frame: pd.DataFrame) -> FrameJob:
+        return self.make_job(frame)
+
+    def __repr__(self) -> str:
+        return f"_Alone({self.make_job!r})"
+
+
 def _dask_geopandas() -> Any:
     try:
         import dask_geopandas
@@ -283,7 +297,7 @@ def _refuse_series(ddf: Any) -> None:
 
 
 def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = None,
-            **options: Any) -> dgpd.GeoDataFrame:
+            across_partitions: bool = True, **options: Any) -> dgpd.GeoDataFrame:
     """Geocode a dask DataFrame lazily on a shared gate and cache, each distinct address once.
 
     Parameters
@@ -295,7 +309,14 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
         (``street=``, ``city=``, ... as for ``df.geocode.run()``).
     client
         The ``distributed.Client`` whose workers will run the job (default: the
-        current one, if any); only used to count the hosts.
+        current one, if any); only used to count the hosts and threads.
+    across_partitions
+        Send each distinct address once per run, whichever partitions its rows are in
+        (default). Computing any part of the result (``head()``, one partition) then
+        runs the whole run: every partition's addresses are sent. ``False``: each
+        partition is geocoded alone (duplicates in different partitions are sent once
+        per partition; computing one partition sends its addresses only, and there are
+        no shuffles).
     **options
         The options of :class:`~geotoolkit.orchestration.options.GeocodeOptions`
         (``provider`` and ``gate`` are required here). The gate must be a URL every
@@ -341,8 +362,10 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     check_usage_policy(settings.resolved_provider, gate_backend=gate_backend(settings.gate),
                        cached=settings.cache is not False, rate=settings.rate_policy)
     _refuse_own_geometry(ddf, settings)
-    # the meta checks the columns
-    return _lazy(ddf, _Forward(columns, settings), buckets=cluster.threads)
+    factory = _Forward(columns, settings)  # the meta checks the columns
+    if not across_partitions:
+        return _lazy(ddf, _Alone(factory))
+    return _lazy(ddf, factory, buckets=cluster.threads)
 
 
 with_options_signature(geocode, columns=True)

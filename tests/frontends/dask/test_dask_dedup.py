@@ -208,3 +208,28 @@ def test_an_earlier_result_read_back_can_be_geocoded_again(client: Any, tmp_path
         assert [r.params["q"] for r in sim.requests[before:]] == [frame["address"].iloc[3]]
     assert list(again.index) == [3, 7] and set(again["geocode_status"]) == {"matched"}
     assert [[p.x, p.y] for p in again.geometry] == again[["lon", "lat"]].to_numpy().tolist()
+
+
+def test_one_partition_of_the_result_runs_the_whole_run_unless_partitions_run_alone(
+        client: Any, tmp_path: Path) -> None:
+    """``head()`` computes the first partition; across partitions that needs every
+    partition's answers, so every distinct address is sent. ``across_partitions=False``
+    runs each partition alone: only the first partition's addresses are sent."""
+    frame = pd.DataFrame({"address": [*UNIQUE[:2], *UNIQUE[2:4], *UNIQUE[:2]]})
+    ddf = dd.from_pandas(frame, npartitions=3)
+    with ProviderSimulator() as sim:
+        peek = gdask.geocode(ddf, "address", **_options(sim, tmp_path)).head(2)
+        assert list(peek["address"]) == UNIQUE[:2]
+        assert _sent(sim) == Counter(normalise_address(a) for a in UNIQUE[:4])
+        sim.reset()
+        alone = gdask.geocode(ddf, "address", across_partitions=False, **_options(sim, tmp_path))
+        assert list(alone.head(2)["address"]) == UNIQUE[:2]
+        assert _sent(sim) == Counter(normalise_address(a) for a in UNIQUE[:2])
+        sim.reset()
+        out = alone.compute()  # each partition sends its own: UNIQUE[:2] twice
+        assert _sent(sim) == Counter(normalise_address(a) for a in [*UNIQUE[:4], *UNIQUE[:2]])
+    assert list(out["address"]) == list(frame["address"]) and lazy_divisions_kept(alone, ddf)
+
+
+def lazy_divisions_kept(lazy: Any, ddf: Any) -> bool:
+    return bool(lazy.npartitions == ddf.npartitions and lazy.divisions == ddf.divisions)
