@@ -390,7 +390,8 @@ def write_partitioned(result: dgpd.GeoDataFrame, path: str | Any, *, overwrite: 
                       **to_parquet: Any) -> tuple[int, int]:
     """Write a :func:`geocode` result from the workers: ``path/geocoded/`` and ``path/dead_letters/``.
 
-    One run: each distinct address is geocoded once, and each partition's matched
+    One run: each partition is built once (each distinct address geocoded once, unless
+    :func:`geocode` had ``across_partitions=False``), and each partition's matched
     rows go to the GeoParquet dataset ``geocoded/`` (Points in EPSG:4326) and the
     others, with the columns of :func:`~geotoolkit.export.dead_letters`, to the
     Parquet dataset ``dead_letters/``, one file per partition each, written by the
