@@ -10,11 +10,11 @@ result, nothing computed to build it):
    the columns the query is made of, and where its first row is:
    ``partition * 2**32 + position``); invalid input (an empty cell) is a key of its own;
 2. **settle**: those rows are shuffled by key into buckets (one per worker thread, at
-   least :data:`MIN_BUCKETS`, at most one per partition); each
-   bucket runs the ordinary job once over its distinct keys (each sent with the text
-   of its first row in frame order, as a single ``df.geocode`` run would) and gives the
-   final outcome (a ``Match``, ``NoMatch`` or ``Failure`` with its reason) back once per
-   (key, partition) that asked for it;
+   least :data:`MIN_BUCKETS`, at most one per partition); each bucket runs the ordinary
+   job once over its distinct keys (each sent with the text of its first row in frame
+   order, as a single ``df.geocode`` run would) and gives the final outcome (a
+   ``Match``, ``NoMatch`` or ``Failure`` with its reason) back once per (key,
+   partition) that asked for it;
 3. **assemble**: those answers are routed back to the partition that asked
    (``set_index`` on the partition-major number with divisions known in advance, so
    nothing is computed to find them), and each original partition builds its result
@@ -30,15 +30,19 @@ and two partitions each holding a key the other waits for deadlock.
 Memory: the shuffled frames hold one small row per distinct (query, partition), never
 a whole partition, and nothing goes to the client. The input's partitions stay on the
 workers (spilled to disk by dask when memory runs short) from the time their keys are
-read until their answers come back: the shuffle is a barrier. One partition needs none
-of this (the engine groups its duplicates) and runs the job directly.
+read until their answers come back: the shuffle is a barrier, so computing any one
+partition (``head()``) runs the whole run. One partition needs none of this (the engine
+groups its duplicates) and runs the job directly, as does a factory that does not say
+which columns its queries read (``across_partitions=False``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 import pandas as pd
 
@@ -52,9 +56,9 @@ if TYPE_CHECKING:
     from geotoolkit.progress import ProgressSink
     from geotoolkit.results import Outcome, Query, ReverseQuery
 
-__all__ = ["AT", "KEY", "MIN_BUCKETS", "OUTCOME", "SPAN", "Assemble", "Job", "JobFactory",
-           "KeyedFactory", "Keys", "Settle", "Whole", "answers_meta", "distinct_graph", "key_of",
-           "meta", "normalise"]
+__all__ = ["AT", "KEY", "MIN_BUCKETS", "OUTCOME", "SPAN", "Assemble", "Cluster", "Job",
+           "JobFactory", "KeyedFactory", "Keys", "Settle", "Whole", "answers_meta", "distinct_graph",
+           "key_of", "meta", "normalise", "workers"]
 
 #: The columns of the keys and answers frames (a frame's own columns never start like this).
 KEY, AT, OUTCOME = "__geotoolkit_key__", "__geotoolkit_at__", "__geotoolkit_outcome__"
@@ -67,6 +71,45 @@ SPAN = 2**32
 #: shuffles wider. 4,000 distinct addresses in 40 partitions on a 2-process LocalCluster
 #: took 8.0 s with 8 buckets, 12.4 s with 32 (6.0 s before, with 40 jobs and no shuffles).
 MIN_BUCKETS = 8
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The workers ``geocode`` sees when it is called: an adaptive cluster that later
+    grows (onto more machines) is not seen. Without a distributed cluster: this machine,
+    with dask's local schedulers' threads (one per CPU)."""
+
+    hosts: int
+    threads: int
+
+    @classmethod
+    def of(cls, client: Any = None) -> Cluster:
+        found = workers(client)
+        if found is None:
+            return cls(1, os.cpu_count() or 1)
+        hosts = {str(info.get("host", urlsplit(address).hostname))
+                 for address, info in found.items()}
+        threads = sum(int(info.get("nthreads", 1)) for info in found.values())
+        return cls(max(1, len(hosts)), max(1, threads))
+
+
+def workers(client: Any = None) -> dict[str, dict[str, Any]] | None:
+    """The distributed workers by address (``None`` without a distributed client)."""
+    if client is None:
+        try:
+            from distributed import default_client
+        except ImportError:
+            return None
+        try:
+            client = default_client()  # type: ignore[no-untyped-call]
+        except ValueError:  # no distributed client: dask's local schedulers
+            return None
+    try:
+        info = client.scheduler_info(n_workers=-1)  # every worker, not the first five
+    except TypeError:  # distributed before 2025: no n_workers, and no limit either
+        info = client.scheduler_info()
+    found: dict[str, dict[str, Any]] = info.get("workers", {})
+    return found
 
 
 class Job(Protocol):

@@ -55,13 +55,14 @@ import pickle
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import pandas as pd
 
 from geotoolkit.errors import ConfigurationError, ExportError
 from geotoolkit.export import dead_letters
 from geotoolkit.frontends._dask_graph import (
+    Cluster,
     JobFactory,
     KeyedFactory,
     Whole,
@@ -155,45 +156,6 @@ def _anchored(url: Any) -> Any:
     return url
 
 
-@dataclass(frozen=True)
-class _Cluster:
-    """The workers :func:`geocode` sees when it is called: an adaptive cluster that later
-    grows (onto more machines) is not seen. Without a distributed cluster: this machine,
-    with dask's local schedulers' threads (one per CPU)."""
-
-    hosts: int
-    threads: int
-
-    @classmethod
-    def of(cls, client: Any = None) -> _Cluster:
-        workers = _workers(client)
-        if workers is None:
-            return cls(1, os.cpu_count() or 1)
-        hosts = {str(info.get("host", urlsplit(address).hostname))
-                 for address, info in workers.items()}
-        threads = sum(int(info.get("nthreads", 1)) for info in workers.values())
-        return cls(max(1, len(hosts)), max(1, threads))
-
-
-def _workers(client: Any = None) -> dict[str, dict[str, Any]] | None:
-    """The distributed workers by address (``None`` without a distributed client)."""
-    if client is None:
-        try:
-            from distributed import default_client
-        except ImportError:
-            return None
-        try:
-            client = default_client()  # type: ignore[no-untyped-call]
-        except ValueError:  # no distributed client: dask's local schedulers
-            return None
-    try:
-        info = client.scheduler_info(n_workers=-1)  # every worker, not the first five
-    except TypeError:  # distributed before 2025: no n_workers, and no limit either
-        info = client.scheduler_info()
-    workers: dict[str, dict[str, Any]] = info.get("workers", {})
-    return workers
-
-
 def _shippable(options: GeocodeOptions) -> None:
     """Refuse options that cannot travel to the workers (an unpicklable provider)."""
     try:
@@ -270,7 +232,7 @@ def _lazy(ddf: dd.DataFrame, make_job: JobFactory, *, buckets: int | None = None
             Whole(make_job), meta=result_meta)
         return whole
     if buckets is None:
-        buckets = _Cluster.of().threads
+        buckets = Cluster.of().threads
     result: dgpd.GeoDataFrame = distinct_graph(ddf, make_job, result_meta, buckets=buckets)
     return result
 
@@ -354,7 +316,7 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     """
     _refuse_series(ddf)
     columns = Columns.take(column, options)
-    cluster = _Cluster.of(client)
+    cluster = Cluster.of(client)
     check_shared(options.get("gate", False), options.get("cache"), cluster.hosts)
     options.update({role: _anchored(options[role]) for role in ("gate", "cache") if role in options})
     settings = GeocodeOptions.from_env(**options)
