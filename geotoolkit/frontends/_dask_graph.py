@@ -258,7 +258,7 @@ def distinct_graph(ddf: dd.DataFrame, make_job: KeyedFactory, result_meta: gpd.G
     routed = answers.set_index(AT, divisions=[i * SPAN for i in range(n)] + [n * SPAN - 1],
                                shuffle_method="tasks")
     # Unoptimised, both share the input's tasks: each partition is read or computed once.
-    assemble = delayed(Assemble(make_job), pure=True)
+    assemble = delayed(Assemble(make_job))  # not pure: the options are never tokenized
     parts = [assemble(part, back) for part, back in
              zip(ddf.to_delayed(optimize_graph=False),  # type: ignore[no-untyped-call]
                  routed.to_delayed(optimize_graph=False), strict=True)]
