@@ -51,11 +51,12 @@ def test_duplicates_in_different_partitions_are_sent_once(client: Any, tmp_path:
         lazy = gdask.geocode(ddf, "address", **_options(sim, tmp_path))
         assert sim.requests == []  # building it sends nothing
         out = lazy.compute()
-        sent = _sent(sim)
+        sent, texts = _sent(sim), Counter(r.params["q"] for r in sim.requests)
         matched = lazy[lazy["geocode_status"] == "matched"].compute()  # derived: same partitions
         alone = frame.geocode.run("address", progress=False, **{**_options(sim, tmp_path),
                                                                "gate": "memory://"})
     assert sent == Counter(normalise_address(a) for a in UNIQUE)  # each once, across partitions
+    assert texts == Counter(UNIQUE)  # in the words of its first row, as df.geocode sends it
     assert list(out.index) == list(frame.index) and list(out["n"]) == list(frame["n"])
     assert lazy.npartitions == 10 and lazy.known_divisions and lazy.divisions == ddf.divisions
     assert list(matched.index) == [i for i, s in out["geocode_status"].items() if s == "matched"]
