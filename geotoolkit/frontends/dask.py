@@ -1,11 +1,16 @@
 """Geocode a dask DataFrame on a cluster, lazily, into partitioned GeoParquet: nothing collected.
 
 :func:`geocode` returns a *lazy* dask-geopandas GeoDataFrame. Nothing runs until it is
-computed or written; then each partition runs the ordinary ``df.geocode`` job
-(:class:`~geotoolkit.orchestration.job.FrameJob`) on whichever worker dask picks: it
-opens the gate and the result cache *by URL* on that worker, geocodes its rows,
-builds their Points from ``(lon, lat)`` in EPSG:4326 and closes the gate and cache
-again. So every worker must reach the same gate and cache:
+computed or written; then the ordinary ``df.geocode`` job
+(:class:`~geotoolkit.orchestration.job.FrameJob`) runs on whichever workers dask picks,
+opening the gate and the result cache *by URL* there and closing them again. Each
+distinct address (its cache key) is sent once per run, whichever partitions its rows
+are in: the partitions' distinct queries are shuffled by key, settled once each, and
+their answers routed back to the partitions that asked, which build their rows (Points
+from ``(lon, lat)`` in EPSG:4326) in their own index, order and divisions (see
+:mod:`geotoolkit.frontends._dask_graph`). Computing any part of the result
+(``head()``) therefore runs the whole run; ``across_partitions=False`` geocodes each
+partition alone. Every worker must reach the same gate and cache:
 
 - on a cluster spanning machines: ``gate="redis://..."`` or ``"postgresql://..."``, and
   ``cache="postgresql://..."`` (or ``cache=False``);
@@ -18,8 +23,8 @@ pace alone. SQLite on workers spread over several hosts is refused too. Both rai
 
 The options are one :class:`~geotoolkit.orchestration.options.GeocodeOptions`, built
 and checked on the client, pickled to the workers (the provider with it: its key stays
-out of reprs and logs). A partition killed mid-run (a lost worker) is run again by
-dask; with a shared cache, the rows it had settled are not sent again.
+out of reprs and logs). A task killed mid-run (a lost worker) is run again by dask;
+with a shared cache, the rows it had settled are not sent again.
 
 Where the result goes:
 
@@ -47,15 +52,23 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Callable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import quote, urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import pandas as pd
 
 from geotoolkit.errors import ConfigurationError, ExportError
-from geotoolkit.export import dead_letters, result_dtypes
+from geotoolkit.export import dead_letters
+from geotoolkit.frontends._dask_graph import (
+    Cluster,
+    JobFactory,
+    KeyedFactory,
+    Whole,
+    distinct_graph,
+    meta,
+)
 from geotoolkit.orchestration.job import Columns, FrameJob, gate_backend
 from geotoolkit.orchestration.options import GeocodeOptions, with_options_signature
 from geotoolkit.providers.policies import check_usage_policy
@@ -67,8 +80,6 @@ if TYPE_CHECKING:
     import dask_geopandas as dgpd
     import geopandas as gpd
 
-    from geotoolkit.progress import ProgressSink
-    from geotoolkit.results import Outcome
 
 __all__ = ["check_shared", "geocode", "to_geodataframe", "write_partitioned"]
 
@@ -145,30 +156,6 @@ def _anchored(url: Any) -> Any:
     return url
 
 
-def _cluster_hosts(client: Any = None) -> int:
-    """How many hosts the distributed cluster's workers run on now (1 without a cluster).
-
-    Counted when :func:`geocode` is called: an adaptive cluster that later grows onto
-    more machines is not seen.
-    """
-    if client is None:
-        try:
-            from distributed import default_client
-        except ImportError:
-            return 1
-        try:
-            client = default_client()  # type: ignore[no-untyped-call]
-        except ValueError:  # no distributed client: dask's local schedulers
-            return 1
-    try:
-        info = client.scheduler_info(n_workers=-1)  # every worker, not the first five
-    except TypeError:  # distributed before 2025: no n_workers, and no limit either
-        info = client.scheduler_info()
-    workers = info.get("workers", {})
-    hosts = {str(info.get("host", urlsplit(address).hostname)) for address, info in workers.items()}
-    return max(1, len(hosts))
-
-
 def _shippable(options: GeocodeOptions) -> None:
     """Refuse options that cannot travel to the workers (an unpicklable provider)."""
     try:
@@ -179,29 +166,9 @@ def _shippable(options: GeocodeOptions) -> None:
             "the provider by name, e.g. provider='nominatim', user_agent=..., base_url=...") from exc
 
 
-class _Job(Protocol):
-    """What a job factory makes of one partition (a ``FrameJob``; a ``ReverseJob`` alike).
-
-    Building it checks the frame and opens nothing. Another job over partitions
-    (reverse geocoding a dask-geopandas frame of points) gets its entry point the way
-    :func:`geocode` does: check the options on the client, then hand :func:`_lazy` a
-    picklable factory, ``factory(frame) -> job``.
-    """
-
-    def run_sync(self, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
-        """Settle every row (on the worker) and build the result."""
-
-    def result(self, outcomes: list[Outcome]) -> gpd.GeoDataFrame:
-        """The result for ``outcomes`` (``[]`` on zero rows: the meta), opening nothing."""
-
-
-#: Makes the job of one partition: picklable, since it travels to the workers.
-_JobFactory = Callable[[pd.DataFrame], _Job]
-
-
 @dataclass(frozen=True, repr=False)
 class _Forward:
-    """Makes the forward-geocoding job of one partition (a ``_JobFactory``)."""
+    """Makes the forward-geocoding job of one frame (a ``JobFactory``)."""
 
     columns: Columns
     options: GeocodeOptions
@@ -209,33 +176,25 @@ class _Forward:
     def __call__(self, frame: pd.DataFrame) -> FrameJob:
         return FrameJob(frame, self.columns, self.options)
 
+    def reads(self, columns: Sequence[Hashable]) -> list[Hashable]:
+        return list(self.columns.names(columns))
+
     def __repr__(self) -> str:
         return redact(f"_Forward({self.options.provider!r}, gate={self.options.gate}, "
                       f"cache={self.options.cache})")
 
 
 @dataclass(frozen=True, repr=False)
-class _Partition:
-    """Run the job of one partition on its worker; an empty partition opens nothing."""
+class _Alone:
+    """A job factory without ``reads``: its partitions are geocoded one by one."""
 
-    make_job: _JobFactory
+    make_job: _Forward
 
-    def __call__(self, part: pd.DataFrame) -> gpd.GeoDataFrame:
-        job = self.make_job(part)
-        return _normalise(job.result([]) if len(part) == 0 else job.run_sync(None))
+    def __call__(self, frame: pd.DataFrame) -> FrameJob:
+        return self.make_job(frame)
 
     def __repr__(self) -> str:
-        return f"_Partition({self.make_job!r})"
-
-
-def _normalise(result: gpd.GeoDataFrame) -> gpd.GeoDataFrame:
-    """The result columns in their fixed dtypes, so every partition matches the meta."""
-    return result_dtypes(result)
-
-
-def _meta(frame: pd.DataFrame, make_job: _JobFactory) -> gpd.GeoDataFrame:
-    """The columns and dtypes of a partition's result: what the job gives on zero rows."""
-    return _normalise(make_job(frame.iloc[:0]).result([]))
+        return f"_Alone({self.make_job!r})"
 
 
 def _dask_geopandas() -> Any:
@@ -247,12 +206,18 @@ def _dask_geopandas() -> Any:
     return dask_geopandas
 
 
-def _lazy(ddf: dd.DataFrame, make_job: _JobFactory) -> dgpd.GeoDataFrame:
-    """Map every partition of ``ddf`` through ``make_job(partition).run_sync()``, lazily.
+def _lazy(ddf: dd.DataFrame, make_job: JobFactory, *, buckets: int | None = None
+          ) -> dgpd.GeoDataFrame:
+    """``ddf``'s result, lazily: each distinct query settled once over all partitions, in
+    about ``buckets`` jobs (default: the worker threads of the current cluster).
+
+    A factory without ``reads`` (see ``KeyedFactory``) runs partition by partition, each
+    partition's duplicates grouped by the engine but not across partitions.
 
     The meta is ``make_job(empty frame).result([])``: built on the client without
     sending or opening anything. Front ends check their options first (see
-    :func:`geocode`); this only wires the partitions.
+    :func:`geocode`); this only wires the partitions (see
+    :mod:`geotoolkit.frontends._dask_graph`).
 
     Returns
     -------
@@ -260,24 +225,42 @@ def _lazy(ddf: dd.DataFrame, make_job: _JobFactory) -> dgpd.GeoDataFrame:
         Same index and partitions as ``ddf``; nothing runs until it is computed.
     """
     _dask_geopandas()  # registers the GeoDataFrame collection for a GeoDataFrame meta
-    result: dgpd.GeoDataFrame = ddf.map_partitions(  # type: ignore[no-untyped-call]
-        _Partition(make_job), meta=_meta(ddf._meta, make_job))
+    result_meta = meta(ddf._meta, make_job)
+    # One partition: the engine groups its duplicates itself.
+    if ddf.npartitions == 1 or not isinstance(make_job, KeyedFactory):
+        whole: dgpd.GeoDataFrame = ddf.map_partitions(  # type: ignore[no-untyped-call]
+            Whole(make_job), meta=result_meta)
+        return whole
+    if buckets is None:
+        buckets = Cluster.of().threads
+    result: dgpd.GeoDataFrame = distinct_graph(ddf, make_job, result_meta, buckets=buckets)
     return result
 
 
 def _refuse_own_geometry(ddf: dd.DataFrame, options: GeocodeOptions) -> None:
     """A dask-geopandas frame has a geometry the result would replace (seen on the
-    client: the partitions would refuse it one by one on the workers)."""
+    client: the partitions would refuse it one by one on the workers). An earlier
+    result (it has ``geocode_status``) is not refused: its geometry is ours, as
+    ``df.geocode`` treats it."""
     name = getattr(ddf._meta, "_geometry_column_name", None)
-    if name is not None and name in ddf.columns and not options.overwrite_columns:
+    ours = "geocode_status" in ddf.columns
+    if name is not None and name in ddf.columns and not ours and not options.overwrite_columns:
         raise ConfigurationError(
             f"the frame already has its own geometry column {name!r}, which the result would "
             "replace: drop or rename it, or pass overwrite_columns=True to replace it")
 
 
+def _refuse_series(ddf: Any) -> None:
+    """A dask Series (``ddf["address"]``) is no frame: say what to pass, on the client."""
+    if getattr(ddf, "ndim", 2) == 1:
+        raise ConfigurationError(
+            "geocode takes a dask DataFrame with an address column, got a Series: pass the "
+            "DataFrame, or series.to_frame() (its name is the column)")
+
+
 def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = None,
-            **options: Any) -> dgpd.GeoDataFrame:
-    """Geocode a dask DataFrame lazily, partition by partition, on a shared gate and cache.
+            across_partitions: bool = True, **options: Any) -> dgpd.GeoDataFrame:
+    """Geocode a dask DataFrame lazily on a shared gate and cache, each distinct address once.
 
     Parameters
     ----------
@@ -288,7 +271,14 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
         (``street=``, ``city=``, ... as for ``df.geocode.run()``).
     client
         The ``distributed.Client`` whose workers will run the job (default: the
-        current one, if any); only used to count the hosts.
+        current one, if any); only used to count the hosts and threads.
+    across_partitions
+        Send each distinct address once per run, whichever partitions its rows are in
+        (default). Computing any part of the result (``head()``, one partition) then
+        runs the whole run: every partition's addresses are sent. ``False``: each
+        partition is geocoded alone (duplicates in different partitions are sent once
+        per partition; computing one partition sends its addresses only, and there are
+        no shuffles).
     **options
         The options of :class:`~geotoolkit.orchestration.options.GeocodeOptions`
         (``provider`` and ``gate`` are required here). The gate must be a URL every
@@ -305,27 +295,39 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
         Lazy: the input columns plus ``lon``, ``lat``, the ``geocode_*`` columns of
         ``df.geocode.run()`` (``geocode_precision`` the ordered categorical) and Point
         geometry in EPSG:4326 built on each worker from ``(lon, lat)`` (empty where the
-        row did not match); same index and partitions. Nothing is sent until it is
-        computed or written (:func:`write_partitioned`, ``.to_parquet()``).
+        row did not match); same index, order, partitions and divisions. Nothing is
+        sent until it is computed or written (:func:`write_partitioned`,
+        ``.to_parquet()``), and nothing is computed to build it. Each computation is
+        one run: every distinct address (its cache key) is sent once in it, with the
+        text of its first row; its rows in other partitions take the same outcome
+        (match, no match, or failure with its reason). With more than one partition
+        the input's partitions stay on the workers (spilled to disk by dask if need
+        be) until their answers come back; nothing is collected on the client.
 
     Raises
     ------
     ConfigurationError
-        An unshareable gate or cache (see :func:`check_shared`), an unpicklable
-        provider, an unknown option, a fleet against public Nominatim, or a frame
-        with its own geometry (without ``overwrite_columns=True``).
+        A dask Series instead of a DataFrame, an unshareable gate or cache (see
+        :func:`check_shared`), an unpicklable provider, an unknown option, a fleet
+        against public Nominatim, or a frame with its own geometry (without
+        ``overwrite_columns=True``; an earlier result's geometry is its own).
     ImportError
         dask-geopandas is not installed (the ``dask`` extra: ``pip install -e '.[dask]'``).
     """
+    _refuse_series(ddf)
     columns = Columns.take(column, options)
-    check_shared(options.get("gate", False), options.get("cache"), _cluster_hosts(client))
+    cluster = Cluster.of(client)
+    check_shared(options.get("gate", False), options.get("cache"), cluster.hosts)
     options.update({role: _anchored(options[role]) for role in ("gate", "cache") if role in options})
     settings = GeocodeOptions.from_env(**options)
     _shippable(settings)
     check_usage_policy(settings.resolved_provider, gate_backend=gate_backend(settings.gate),
                        cached=settings.cache is not False, rate=settings.rate_policy)
     _refuse_own_geometry(ddf, settings)
-    return _lazy(ddf, _Forward(columns, settings))  # the meta checks the columns
+    factory = _Forward(columns, settings)  # the meta checks the columns
+    if not across_partitions:
+        return _lazy(ddf, _Alone(factory))
+    return _lazy(ddf, factory, buckets=cluster.threads)
 
 
 with_options_signature(geocode, columns=True)
@@ -350,11 +352,12 @@ def write_partitioned(result: dgpd.GeoDataFrame, path: str | Any, *, overwrite: 
                       **to_parquet: Any) -> tuple[int, int]:
     """Write a :func:`geocode` result from the workers: ``path/geocoded/`` and ``path/dead_letters/``.
 
-    One pass over the partitions: each partition is geocoded once, and its matched
+    One run: each partition is built once (each distinct address geocoded once, unless
+    :func:`geocode` had ``across_partitions=False``), and each partition's matched
     rows go to the GeoParquet dataset ``geocoded/`` (Points in EPSG:4326) and the
     others, with the columns of :func:`~geotoolkit.export.dead_letters`, to the
     Parquet dataset ``dead_letters/``, one file per partition each, written by the
-    worker that geocoded it. Only the two row counts come back to the client.
+    worker that built the partition. Only the two row counts come back to the client.
 
     Parameters
     ----------

@@ -137,7 +137,7 @@ def test_front_ends_accept_exactly_the_options() -> None:
     assert _keywords(accessor.GeocodeAccessor.run,
                      {"self", "column", "progress", "background", *columns}) == options
     assert _keywords(addresses.geocode, {"addresses", "progress"}) == options
-    assert _keywords(gdask.geocode, {"ddf", "column", "client", *columns}) == options
+    assert _keywords(gdask.geocode, {"ddf", "column", "client", "across_partitions", *columns}) == options
 
 
 def test_the_cli_has_a_flag_for_every_option_that_has_one() -> None:
