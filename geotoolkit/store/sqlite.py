@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from geotoolkit.clock import Clock
 from geotoolkit.files import private_file
@@ -234,13 +234,15 @@ class SQLiteStore:
         return {key: decode(row) for key, row in rows if self._expiry.fresh(row, now)}
 
     def _select(self, keys: list[str]) -> list[tuple[str, Row]]:
-        found: list[tuple[str, Row]] = []
+        return [(r[0], r[1:]) for r in self._rows(f"{', '.join(COLUMNS)} FROM results", keys)]
+
+    def _rows(self, what: str, keys: list[str]) -> list[tuple[Any, ...]]:
+        """``SELECT key, <what> WHERE key IN keys``, in chunks SQLite's variable limit allows."""
+        found: list[tuple[Any, ...]] = []
         for start in range(0, len(keys), _CHUNK):
             chunk = keys[start:start + _CHUNK]
-            cursor = self._db.execute(
-                f"SELECT key, {', '.join(COLUMNS)} FROM results "
-                f"WHERE key IN ({', '.join('?' * len(chunk))})", chunk)
-            found.extend((r[0], r[1:]) for r in cursor)
+            found.extend(self._db.execute(
+                f"SELECT key, {what} WHERE key IN ({', '.join('?' * len(chunk))})", chunk))
         return found
 
     def put(self, key: str, outcome: Outcome) -> None:
@@ -271,14 +273,8 @@ class SQLiteStore:
         unique = list(dict.fromkeys(keys))
 
         def body() -> list[tuple[str, Attempts]]:
-            found: list[tuple[str, Attempts]] = []
-            for start in range(0, len(unique), _CHUNK):
-                chunk = unique[start:start + _CHUNK]
-                cursor = self._db.execute(
-                    f"SELECT key, {_ATTEMPTS_COLUMNS} FROM attempts "
-                    f"WHERE key IN ({', '.join('?' * len(chunk))})", chunk)
-                found.extend((r[0], Attempts(*r[1:])) for r in cursor)
-            return found
+            return [(r[0], Attempts(*r[1:]))
+                    for r in self._rows(f"{_ATTEMPTS_COLUMNS} FROM attempts", unique)]
 
         now = self._expiry.now()
         return {k: a for k, a in self._logged(body) if attempts_fresh(a.updated_at, now)}
