@@ -210,12 +210,9 @@ def test_a_deferred_batch_says_what_the_wait_is_for(status: int, headers: dict[s
     assert str(info.value) == said
 
 
-def test_the_progress_line_names_503_refusals_throttled_not_429s() -> None:
-    """A provider that answered only 503s (never a 429) showed '429s 25%' on the progress
-    line: the share counts every refusal that slows the fleet, 429 and 503 alike."""
-    from geotoolkit.display.model import ProgressModel, fleet_text
-
-    clock = FakeClock(start=0.0)
+def _a_503_second() -> Handler:
+    """A provider that answers its second request 503 (``Retry-After: 1``), never a 429,
+    and matches every other."""
     answered = {"n": 0}
 
     def respond(request: httpx.Request) -> httpx.Response:
@@ -223,6 +220,17 @@ def test_the_progress_line_names_503_refusals_throttled_not_429s() -> None:
         if answered["n"] == 2:
             return httpx.Response(503, headers={"Retry-After": "1"})
         return Recorder.match(request)
+
+    return respond
+
+
+def test_the_progress_line_names_503_refusals_throttled_not_429s() -> None:
+    """A provider that answered only 503s (never a 429) showed '429s 25%' on the progress
+    line: the share counts every refusal that slows the fleet, 429 and 503 alike."""
+    from geotoolkit.display.model import ProgressModel, fleet_text
+
+    clock = FakeClock(start=0.0)
+    respond = _a_503_second()
 
     model = ProgressModel(time_fn=clock.now)
     run(make_engine(clock, Recorder(clock, respond), concurrency=1), queries(3), model.update)
@@ -240,13 +248,7 @@ def test_the_fleet_status_names_503_refusals_throttled_not_429s() -> None:
 
     clock = FakeClock(start=0.0)
     gate = MemoryGate(clock=clock)
-    answered = {"n": 0}
-
-    def respond(request: httpx.Request) -> httpx.Response:
-        answered["n"] += 1
-        if answered["n"] == 2:
-            return httpx.Response(503, headers={"Retry-After": "1"})
-        return Recorder.match(request)
+    respond = _a_503_second()
 
     run(make_engine(clock, Recorder(clock, respond), gate=gate, concurrency=1), queries(3))
     text = status_text([s.as_dict() for s in fleet_status(gate, hosts=["sim.test"])])
