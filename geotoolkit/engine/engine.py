@@ -85,6 +85,13 @@ def _clean(outcome: Outcome, hide: Callable[[str], str]) -> Outcome:
     return outcome if reason == outcome.reason else dataclasses.replace(outcome, reason=reason)
 
 
+
+def _failed_attempt(error: BaseException | None) -> str:
+    """A failed attempt, as a non-blocking wait names it: by its status, else its kind."""
+    code = getattr(error, "status_code", None)
+    return f"a failed attempt (HTTP {code})" if code else f"a failed attempt ({type(error).__name__})"
+
+
 class Engine:
     """Geocode queries through a provider, paced by a fleet gate.
 
@@ -379,7 +386,7 @@ class Engine:
         non-blocking mode, raise if it is longer than the budget)."""
         wait = self.tally.not_before(key) - self.clock.now()
         if wait > 0:
-            self.pacer.check_budget(wait)
+            self.pacer.check_budget(wait, after="an earlier run's failed attempt")
             await self.pacer.sleep_until(self.clock.now() + wait)
 
     async def _failed(self, key: str, attempt: int, sent: int, wait: float) -> None:
@@ -449,7 +456,7 @@ class Engine:
             if attempt < attempts:
                 if failed is not None:
                     await failed(attempt, sent, wait)
-                self.pacer.check_budget(wait)
+                self.pacer.check_budget(wait, after=_failed_attempt(last))
                 await self.pacer.sleep_until(self.clock.now() + wait)
         return None, sent, last
 
@@ -527,7 +534,7 @@ class Engine:
         else:
             await self.pacer.throttled(exc, wait, rate_limited=limited, factor=factor)
         self.circuit.refused(exc)  # nothing but refusals for too long: the batch ends
-        self.pacer.check_budget(wait)
+        self.pacer.check_budget(wait, refusal=exc)
         await self.pacer.sleep_until(self.clock.now() + wait)
 
     def _arm(self, request: httpx.Request, epoch: int, cost: int = 1) -> Departure:

@@ -18,7 +18,6 @@ import functools
 import logging
 import math
 import secrets
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
@@ -550,20 +549,24 @@ class Pacer:
         self._learn(reservation.rate_factor)
         return reservation
 
-    def check_budget(self, wait: float) -> None:
+    def check_budget(self, wait: float, *, refusal: RateLimitError | None = None,
+                     after: str | None = None) -> None:
         """Non-blocking mode: refuse to wait longer than ``max_wait_seconds``.
 
-        The error says what the wait is for: the provider's refusal when it is called
-        while one is handled (the engine's backoff after a 429 or a 503), else the fleet's
-        own spacing, a pause on the gate or a backoff (the provider asked nothing)."""
+        The error says what the wait is for, as the caller knows it: ``refusal``, the
+        provider's 429 or 503 the engine backs off after; ``after``, what else a backoff
+        follows (a failed attempt); neither, the fleet's own spacing or a pause on the gate
+        (the provider asked nothing)."""
         budget = self.max_wait_seconds
         if budget is not None and wait > budget:
-            raise RateLimitError(f"{self._waiting_for(wait)}, more than max_wait_seconds={budget:g}",
+            raise RateLimitError(f"{self._waiting_for(wait, refusal, after)}, more than "
+                                 f"max_wait_seconds={budget:g}",
                                  retry_after=wait, provider=self.provider)
 
-    def _waiting_for(self, wait: float) -> str:
-        refusal = sys.exception()
-        if not isinstance(refusal, RateLimitError) or refusal.status_code is None:
+    def _waiting_for(self, wait: float, refusal: RateLimitError | None, after: str | None) -> str:
+        if after is not None:
+            return f"the backoff after {after} puts the next send to {self.host} {wait:.1f} s away"
+        if refusal is None or refusal.status_code is None:
             return (f"the next send to {self.host} is {wait:.1f} s away (the fleet's pacing, a "
                     "pause on the gate, or a backoff after an error)")
         hint = refusal.retry_after

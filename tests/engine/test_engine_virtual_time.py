@@ -188,12 +188,15 @@ def test_a_key_throttled_for_good_waits_until_the_non_blocking_budget_runs_out()
                                   "120.0 s away, more than max_wait_seconds=0.1"),
     (503, {}, "sim.test refused a send (HTTP 503, no Retry-After): the backoff puts the next try "
               "1.0 s away, more than max_wait_seconds=0.1"),
+    (500, {}, "the backoff after a failed attempt (HTTP 500) puts the next send to sim.test 1.0 s "
+              "away, more than max_wait_seconds=0.1"),
 ])
 def test_a_deferred_batch_says_what_the_wait_is_for(status: int, headers: dict[str, str],
                                                     said: str) -> None:
     """Non-blocking mode said '<host> asks to wait 2.0 s' for any wait over the budget, also
     for the fleet's own spacing at rate=0.5 (the provider had asked nothing) and for a
-    backoff after a 503 without Retry-After. It now says the wait's cause."""
+    backoff after a 503 without Retry-After; a backoff after a failed attempt was named
+    among every possible cause. It now says the wait's cause."""
     clock = FakeClock(start=0.0)
     answered = {"n": 0}
 
