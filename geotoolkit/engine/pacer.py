@@ -130,7 +130,8 @@ class Pacer:
     cap
         A daily or monthly cap counted on the gate, if any.
     max_wait_seconds
-        Non-blocking mode: a wait longer than this raises ``RateLimitError``.
+        Non-blocking mode: a wait longer than this raises ``RateLimitError`` (and a slot
+        further away is not reserved: it would push the rerun's back).
     host, provider
         Named in causes and errors.
     emit
@@ -538,9 +539,14 @@ class Pacer:
                                 "discover": self.rate.discovering}
         if cost != 1:
             pace["cost"] = cost  # a cap counts a batch by the provider's cost rule
-        reserve = functools.partial(self.gate.reserve, self.key, self.interval * cost,
-                                    self.rate.horizon_seconds, report=self.counts.take(),
-                                    cap=self.cap, **pace)
+        # Non-blocking, a slot further away than the budget is not reserved: this run will
+        # not wait for it, and a slot reserved unused would push every later send (the
+        # rerun's too) back by a spacing, so reruns under the spacing would never send.
+        horizon = self.rate.horizon_seconds
+        if self.max_wait_seconds is not None:
+            horizon = min(horizon, self.max_wait_seconds)
+        reserve = functools.partial(self.gate.reserve, self.key, self.interval * cost, horizon,
+                                    report=self.counts.take(), cap=self.cap, **pace)
         try:
             reservation = await call_gate(self.gate.blocking, reserve)
         except QuotaExceededError as exc:

@@ -30,6 +30,7 @@ from geotoolkit import (
 from geotoolkit.engine import Engine
 from geotoolkit.progress import BatchFinished, Event, Throttled
 from geotoolkit.providers import Nominatim
+from geotoolkit.store.memory import MemoryStore
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -179,6 +180,33 @@ def test_a_key_throttled_for_good_waits_until_the_non_blocking_budget_runs_out()
                         backoff=Backoff(initial_seconds=1.0, jitter=0.0)), queries(1))
     assert info.value.retry_after is not None and info.value.retry_after > 20.0
     assert len(recorder.sent) == 6  # waits 1, 2, 4, 8, 16, then 32 > the budget
+
+
+def test_a_budget_under_the_fleets_spacing_still_sends_a_row_each_rerun() -> None:
+    """Non-blocking mode with a budget under the fleet's spacing (rate 1/s, 0.5 s): a run
+    that raised had already reserved the slot it would not wait for, which pushed the next
+    run's slot back by as much: rerun at its ``retry_after``, it met the same wait, reserved
+    again, and raised again, sending nothing for ever (docs/orchestrators.md measured 60
+    Prefect retries sending one request). A slot beyond the budget is no longer reserved:
+    each rerun sends what is due, one spacing apart, and the batch ends."""
+    clock = FakeClock(start=0.0)
+    recorder, gate, store = Recorder(clock), MemoryGate(clock=clock), MemoryStore()
+    runs = 0
+    for runs in range(1, 11):  # noqa: B007 - the count is asserted
+        engine = make_engine(clock, recorder, gate=gate, store=store, concurrency=1,
+                             max_wait_seconds=0.5)
+        try:
+            outcomes = run(engine, queries(3))
+            break
+        except RateLimitError as exc:
+            assert exc.retry_after is not None and exc.retry_after <= 1.0 + 1e-9
+            clock.advance(exc.retry_after)
+    else:
+        pytest.fail(f"10 reruns sent {len(recorder.sent)} of 3 rows")
+    assert [o.status for o in outcomes] == ["matched"] * 3
+    times = [t for t, _ in recorder.sent]
+    assert runs == 3 and len(times) == 3
+    assert all(b - a >= 1.0 - 1e-9 for a, b in itertools.pairwise(times))
 
 
 @pytest.mark.parametrize(("status", "headers", "said"), [
