@@ -168,7 +168,8 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
         Vocabulary("matchquality.matchtype", {"interpolated": "interpolated"},
                    "asked for with matchquality=1; point and centroid say nothing of the level"),
         Vocabulary("class/type", _OSM_FEATURES,
-                   "as Nominatim's: a river or a park is a 'venue' to matchlevel"),
+                   "as Nominatim's, read before matchlevel, whose words (venue, street, "
+                   "city...) have none for a river or a park"),
         Vocabulary("matchquality.matchlevel", {
             **_words("address", "venue", "building"), "street": "street",
             "postalcode": "postcode",
