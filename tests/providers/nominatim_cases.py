@@ -84,6 +84,9 @@ CASES = (
     Case("peak", _text("Naafkopf"), "Match", "feature", "node"),
     Case("park", _text("Familienpark Äule"), "Match", "feature", "way"),
     Case("forest", _text("Sattelwald"), "Match", "feature", "relation"),
+    # Landuse and place=locality that Nominatim ranks as address parts (24, 25): localities.
+    Case("residential_area", _text("Egerta"), "Match", "locality", "way"),
+    Case("named_locality", _text("Alpila"), "Match", "locality", "node"),
     # A range or a letter after the number: Nominatim finds nothing, not even the street.
     Case("housenumber_range", _text("Landstrasse 51-53, 9490 Vaduz"), "NoMatch"),
     Case("two_housenumbers", _text("Städtle 33;31, 9490 Vaduz"), "NoMatch"),
