@@ -268,11 +268,14 @@ def _no_word(text: str) -> str | None:
 #: ``address`` (a building, a house number, or a place at one), ``interpolated`` (an
 #: address estimated along a street), ``street``, ``postcode``, ``locality`` (town,
 #: village, suburb, neighbourhood), ``region`` (county, state, province), ``country``,
-#: and ``unknown`` where the provider says nothing usable.
+#: ``feature`` (a named place outside the address hierarchy: a river, lake, forest, park,
+#: peak; its point is somewhere on it and says nothing of an address, so it ranks below
+#: ``country`` and no ``min_precision`` but ``feature`` keeps it), and ``unknown`` where
+#: the provider says nothing usable.
 PRECISIONS = ("address", "interpolated", "street", "postcode", "locality", "region", "country",
-              "unknown")
+              "feature", "unknown")
 Precision = Literal["address", "interpolated", "street", "postcode", "locality", "region",
-                    "country", "unknown"]
+                    "country", "feature", "unknown"]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The result on a map: ``result.geocode.explore()``, built on ``GeoDataFrame.explore()``.
 
 Matched points are coloured by precision (one fixed colour per level, from green for
-an address to red for a country, grey when unknown); too-coarse matches are drawn
+an address to red for a country, purple for a feature such as a river, grey when
+unknown); too-coarse matches are drawn
 hollow in their own layer, where their coarse point lies; the dead letters are
 listed in a table beside the map. A large result draws a sample of at most
 :data:`MAX_POINTS` points (every point of 400 000 would make a page of hundreds of MB in
@@ -33,7 +34,7 @@ __all__ = ["MAX_POINTS", "PRECISION_COLOURS", "ResultMap", "explore"]
 #: The colour of each precision on the map, finest first.
 PRECISION_COLOURS = {"address": "#1a9850", "interpolated": "#66bd63", "street": "#a6d96a",
                      "postcode": "#fee08b", "locality": "#fdae61", "region": "#f46d43",
-                     "country": "#d73027", "unknown": "#969696"}
+                     "country": "#d73027", "feature": "#8073ac", "unknown": "#969696"}
 
 _TABLE_COLUMNS = ("geocode_status", "geocode_reason", "geocode_precision", "geocode_provider")
 _MAX_TABLE_ROWS = 200

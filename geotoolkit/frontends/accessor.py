@@ -73,7 +73,7 @@ class GeocodeAccessor:
         built from them, ``geocode_status`` (matched, too_coarse, no_match,
         failed), ``geocode_precision`` (an ordered categorical, finest first:
         address, interpolated, street, postcode, locality, region, country,
-        unknown), ``geocode_score`` (the provider's confidence in [0, 1], NaN
+        feature, unknown), ``geocode_score`` (the provider's confidence in [0, 1], NaN
         where it gives none), ``geocode_label``, ``geocode_provider`` (with a
         chain: which provider answered), ``geocode_reason`` (why a row did not
         match) and ``geocode_attempts``. Every point is validated first; flagged

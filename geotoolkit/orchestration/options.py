@@ -159,8 +159,10 @@ sqlite:///path, redis://host:port/db or postgresql://...
     min_precision: Precision | None = option(
         None, cli={"choices": PRECISIONS[:-1], "metavar": "LEVEL"},
         doc="Matches coarser than this (address, interpolated, street, postcode, locality, "
-            "region, country) become dead letters with status too_coarse, keeping their point in "
-            "their own columns; a match of unknown precision counts as coarser; default: keep all.")
+            "region, country, feature) become dead letters with status too_coarse, keeping their "
+            "point in their own columns; a feature (a river, lake, park, peak: no part of an "
+            "address) is coarser than a country, a match of unknown precision coarser than "
+            "all; default: keep all.")
     full_results: bool = option(
         False, cli={"action": "store_true"},
         doc="Add the provider's structured answer as geocode_* columns: its place id, the "

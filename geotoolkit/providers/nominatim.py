@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,6 +19,7 @@ from geotoolkit.results import Failure, Match, NoMatch, Outcome, Place, Query, R
 __all__ = ["PUBLIC_NOMINATIM", "Nominatim"]
 
 PUBLIC_NOMINATIM = "https://nominatim.openstreetmap.org"
+_TERMS = "https://operations.osmfoundation.org/policies/nominatim/"
 
 # Nominatim's structured parameter for each of our Query fields.
 _STRUCTURED = {"street": "street", "city": "city", "county": "county", "state": "state",
@@ -25,6 +27,8 @@ _STRUCTURED = {"street": "street", "city": "city", "county": "county", "state": 
 # What Nominatim answers (503, text/plain) when it gives up on a query: its own timeout
 # (NOMINATIM_QUERY_TIMEOUT, NOMINATIM_REQUEST_TIMEOUT), not a limiter's refusal.
 _TIMED_OUT = "query took too long to process"
+# Every browser's User-Agent starts so ("Mozilla/5.0 (...)", old Opera's "Opera/9.80").
+_BROWSER_AGENT = re.compile(r"^\s*(mozilla|opera)/", re.I)
 # addressdetails keys, most specific first, for each Place field.
 _STREET = ("road", "pedestrian", "square", "footway", "path", "cycleway")
 _LOCALITY = ("city", "town", "village", "hamlet", "municipality", "suburb", "neighbourhood")
@@ -57,7 +61,9 @@ class Nominatim(HTTPProvider):
         The instance; default the public OpenStreetMap one (1 request/s for the
         whole application, a real User-Agent required, results must be cached).
     user_agent
-        Identifies your application; empty or an HTTP library's default is refused.
+        Identifies your application; empty or an HTTP library's default is refused, and
+        on the public instance a browser's (``Mozilla/5.0 ...``) too: its usage policy asks
+        for one that names the application.
     api_key
         For Nominatim-compatible commercial hosts: sent as the ``key`` query
         parameter. Never shown in reprs, logs or gate keys.
@@ -102,6 +108,14 @@ class Nominatim(HTTPProvider):
         self.email = email
         self.language = language
         self.is_public = self.host == "nominatim.openstreetmap.org"
+        if self.is_public and _BROWSER_AGENT.match(self.user_agent):
+            agent = self.user_agent if len(self.user_agent) <= 40 else f"{self.user_agent[:37]}..."
+            raise ConfigurationError(
+                f"the public Nominatim's usage policy asks for a User-Agent that identifies "
+                f"your application, and {agent!r} is a browser's: give your "
+                "application's name, version and a contact, for example "
+                "'acme-geocoder/1.0 (ops@acme.example)' (on the command line: --user-agent), "
+                f"or run your own Nominatim (terms: {_TERMS})")
 
     def _options(self) -> dict[str, Any]:
         return {"country_codes": self.country_codes, "language": self.language}

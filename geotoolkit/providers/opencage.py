@@ -118,7 +118,8 @@ class OpenCage(HTTPProvider):
         confidence = result.get("confidence")
         return self._match(geometry.get("lng"), geometry.get("lat"), result.get("formatted"), result,
                            precision=precision_of(self.name, {
-                               "components._type": f.dig(components, "_type")}),
+                               "components._type": f.dig(components, "_type"),
+                               "components._category": f.dig(components, "_category")}),
                            score=None if confidence == 0 else f.scaled(confidence, 10),
                            place=_place(result, components))
 

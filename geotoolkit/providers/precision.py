@@ -20,6 +20,9 @@ Examples
 --------
 >>> precision_of("nominatim", {"addresstype": "road", "place_rank": 26})
 'street'
+>>> precision_of("nominatim", {"category/type": "waterway/river", "addresstype": "river",
+...                            "place_rank": 19})
+'feature'
 >>> precision_of("google", {"geometry.location_type": "APPROXIMATE",
 ...                         "types": ["locality", "political"]})
 'locality'
@@ -114,6 +117,23 @@ _NOMINATIM_INTERPOLATION = Vocabulary(
     "an interpolated house number: Nominatim answers place=house with the id of the "
     "interpolation way (OSM addr:interpolation) or, for TIGER, of the street; a rare "
     "address-only area mapped without a building tag reads the same")
+# OSM main tags (key/value) of named things that are not part of an address: Nominatim's
+# default ranking (settings/address-levels.json) gives them address rank 0 (a river 19,
+# a peak 18, a park 24, a forest 24 as search rank: the scale of towns and suburbs, which
+# is why place_rank alone rated them 'locality'). The landuse values that Nominatim does
+# rank as address parts (24, a neighbourhood's level) stay localities.
+_OSM_FEATURES: dict[str, str] = {
+    **_words("feature", "natural/*", "waterway/*", "water/*", "mountain_pass/*", "landuse/*",
+             "leisure/park", "leisure/nature_reserve", "leisure/garden", "leisure/common",
+             "boundary/protected_area", "boundary/national_park", "boundary/forest",
+             "place/sea", "place/ocean", "place/continent", "place/island", "place/islet"),
+    **_words("locality", *(f"landuse/{w}" for w in ("residential", "farm", "farmyard",
+                                                    "industrial", "commercial", "allotments",
+                                                    "retail"))),
+}
+_OSM_FEATURES_NOTE = ("the main OSM tag of a river, lake, peak, forest, park...: not part of "
+                      "any address (Nominatim's address rank 0), whatever its search rank; "
+                      "landuse that Nominatim ranks as an address part stays a locality")
 _NOMINATIM_CLASS: dict[str, str] = {
     "place/house": "address", "building/*": "address",
     "highway/*": "street",
@@ -129,6 +149,7 @@ _NOMINATIM_RANK: dict[str, str] = {"28-30": "address", "26-27": "street", "13-25
 VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
     "nominatim": (
         _NOMINATIM_INTERPOLATION,
+        Vocabulary("category/type", _OSM_FEATURES, _OSM_FEATURES_NOTE),
         Vocabulary("addresstype", {
             **_words("address", "house_number", "house_name", "building", "highway"),
             "road": "street", "postcode": "postcode",
@@ -146,20 +167,26 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
     "locationiq": (
         Vocabulary("matchquality.matchtype", {"interpolated": "interpolated"},
                    "asked for with matchquality=1; point and centroid say nothing of the level"),
+        Vocabulary("class/type", _OSM_FEATURES,
+                   "as Nominatim's, read before matchlevel, whose words (venue, street, "
+                   "city...) have none for a river or a park"),
         Vocabulary("matchquality.matchlevel", {
             **_words("address", "venue", "building"), "street": "street",
             "postalcode": "postcode",
-            **_words("locality", "neighbourhood", "island", "borough", "city"),
-            **_words("region", "county", "state"), "country": "country"}),
+            **_words("locality", "neighbourhood", "borough", "city"),
+            **_words("region", "county", "state"), "country": "country",
+            **_words("feature", "island", "marine")}),
         Vocabulary("osm_type/class/type", _NOMINATIM_INTERPOLATION.words,
                    "as Nominatim (format=json says class for category)"),
         Vocabulary("class/type", _NOMINATIM_CLASS, "as Nominatim's category/type"),
     ),
     "photon": (
+        Vocabulary("osm_key/osm_value", _OSM_FEATURES, "as Nominatim's"),
         Vocabulary("type", {"house": "address", "street": "street",
                             **_words("locality", "locality", "district", "city"),
                             **_words("region", "county", "state"), "country": "country"},
-                   "Photon's address rank of the result; 'other' is left to osm_key/osm_value"),
+                   "Photon's name for the result's Nominatim address rank; 'other' (rank 0) "
+                   "is left to osm_key/osm_value"),
         Vocabulary("osm_key/osm_value", _NOMINATIM_CLASS, "the main OSM tag, as Nominatim's"),
     ),
     "pelias": (
@@ -172,7 +199,8 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
                      "microhood"),
             **_words("region", "county", "macrocounty", "region", "macroregion",
                      "dependency"),
-            "country": "country"}),
+            "country": "country", **_words("feature", "ocean", "marinearea", "continent")},
+            "Who's on First's ocean, marine area and continent are no part of an address"),
     ),
     "opencage": (
         Vocabulary("components._type", {
@@ -182,12 +210,17 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
                      "neighbourhood", "city_district", "quarter", "municipality", "place"),
             **_words("region", "county", "state_district", "state", "region", "province"),
             "country": "country"},
-            "other types (POIs such as 'restaurant') are unknown"),
+            "other types (POIs such as 'restaurant') are left to _category"),
+        Vocabulary("components._category", {"natural/water": "feature"},
+                   "a river, lake or sea; other categories (POIs) are unknown"),
     ),
     "google": (
         Vocabulary("geometry.location_type", {"ROOFTOP": "address",
                                                "RANGE_INTERPOLATED": "interpolated"},
                    "GEOMETRIC_CENTER and APPROXIMATE are left to types"),
+        Vocabulary("types", {"natural_feature": "feature", "park": "feature"},
+                   "a prominent natural feature or a named park is no address, though Google "
+                   "also calls it an establishment"),
         Vocabulary("types", {
             **_words("address", "street_address", "premise", "subpremise", "establishment",
                      "point_of_interest"),

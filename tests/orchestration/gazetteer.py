@@ -29,7 +29,9 @@ _WORDS = {
     "locality": ("place", "town", "town", 16),
     "region": ("boundary", "administrative", "state", 8),
     "country": ("place", "country", "country", 4),
-    "unknown": ("leisure", "park", None, None),
+    # A river: its search rank is a village's, its main tag says it is no address.
+    "feature": ("waterway", "river", "river", 19),
+    "unknown": ("historic", "ruins", None, None),
 }
 
 Answer = tuple[float, float, str]
@@ -136,5 +138,5 @@ PLACES: dict[str, Answer] = {
     "Vaduz": (9.5215, 47.1415, "locality"),
     "Oberland": (9.53, 47.12, "region"),
     "Liechtenstein": (9.55, 47.16, "country"),
-    "Some park": (9.51, 47.17, "unknown"),
+    "Some ruin": (9.51, 47.17, "unknown"),
 }

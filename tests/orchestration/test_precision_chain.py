@@ -75,6 +75,26 @@ def test_min_precision_makes_coarse_matches_dead_letters_that_keep_their_point(
         "matched", "too_coarse", "no_match"}
 
 
+def test_a_river_is_a_feature_that_no_town_level_minimum_keeps() -> None:
+    """A river's centroid answered for "Rhein" is a match of precision feature, coarser than
+    a country: min_precision locality (or country) makes it a dead letter, as a town passes."""
+    places = {"Rhein": (9.51, 47.2, "feature"), "Vaduz": PLACES["Vaduz"],
+              "Liechtenstein": PLACES["Liechtenstein"]}
+    with Gazetteer(places) as server:
+        kept = run(frame(list(places)), provider=server.provider())
+        town = run(frame(list(places)), provider=server.provider(), min_precision="locality")
+        country = run(frame(list(places)), provider=server.provider(), min_precision="country")
+        feature = run(frame(list(places)), provider=server.provider(), min_precision="feature")
+    assert list(kept["geocode_precision"]) == ["feature", "locality", "country"]
+    assert (kept["geocode_status"] == "matched").all()
+    assert kept.loc["r0", "geocode_precision"] > "country"  # ordered: coarser than a country
+    assert list(town["geocode_status"]) == ["too_coarse", "matched", "too_coarse"]
+    assert town.loc["r0", "geocode_reason"] == "precision feature is coarser than locality"
+    assert town.loc["r0", ["geocode_coarse_lon", "geocode_coarse_lat"]].tolist() == [9.51, 47.2]
+    assert list(country["geocode_status"]) == ["too_coarse", "matched", "matched"]
+    assert (feature["geocode_status"] == "matched").all()
+
+
 def test_a_rerun_with_another_min_precision_sends_nothing(server: Gazetteer, tmp_path: Path) -> None:
     cache = f"sqlite:///{tmp_path}/cache.sqlite"
     first = run(frame(), provider=server.provider(), cache=cache, min_precision="street")

@@ -76,6 +76,17 @@ CASES = (
     Case("county", _text("Oberland"), "Match", "region", "relation"),
     Case("us_county", _text("Autauga County"), "Match", "region", "relation"),
     Case("country", Query(country="Liechtenstein"), "Match", "country", "relation"),
+    # Named places that are no part of an address (Nominatim's address rank 0), with the
+    # search ranks of towns, villages and neighbourhoods (18, 20, 24): features, not
+    # localities, so that no town-level minimum keeps a river's centroid.
+    Case("river", _text("Rhein"), "Match", "feature", "relation"),
+    Case("lake", _text("Stausee Steg"), "Match", "feature", "way"),
+    Case("peak", _text("Naafkopf"), "Match", "feature", "node"),
+    Case("park", _text("Familienpark Äule"), "Match", "feature", "way"),
+    Case("forest", _text("Sattelwald"), "Match", "feature", "relation"),
+    # Landuse and place=locality that Nominatim ranks as address parts (24, 25): localities.
+    Case("residential_area", _text("Egerta"), "Match", "locality", "way"),
+    Case("named_locality", _text("Alpila"), "Match", "locality", "node"),
     # A range or a letter after the number: Nominatim finds nothing, not even the street.
     Case("housenumber_range", _text("Landstrasse 51-53, 9490 Vaduz"), "NoMatch"),
     Case("two_housenumbers", _text("Städtle 33;31, 9490 Vaduz"), "NoMatch"),

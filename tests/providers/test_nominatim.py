@@ -60,6 +60,33 @@ def test_user_agent_is_required_and_not_a_library_default(agent: str | None) -> 
         Nominatim(user_agent=agent)  # type: ignore[arg-type]
 
 
+_BROWSERS = [
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/124.0.0.0 Safari/537.36",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 14.4; rv:125.0) Gecko/20100101 Firefox/125.0",
+    "  mozilla/5.0 (X11; Linux x86_64)",
+    "Opera/9.80 (Windows NT 6.1) Presto/2.12.388 Version/12.16",
+]
+
+
+@pytest.mark.parametrize("agent", _BROWSERS)
+def test_the_public_instance_refuses_a_browsers_user_agent(agent: str) -> None:
+    """The usage policy asks for a User-Agent that identifies the application: a browser's
+    hides it as well as a library's. Refused before anything is sent, saying what to give."""
+    with pytest.raises(ConfigurationError) as info:
+        Nominatim(user_agent=agent)
+    message = str(info.value)
+    assert "browser" in message and "identif" in message
+    assert "acme-geocoder/1.0 (ops@acme.example)" in message and "--user-agent" in message
+
+
+@pytest.mark.parametrize("agent", _BROWSERS[:1])
+def test_a_self_hosted_nominatim_takes_any_user_agent(agent: str) -> None:
+    assert Nominatim("http://127.0.0.1:8080", user_agent=agent).user_agent == agent
+    # An application that names itself and mentions a browser engine is not a browser.
+    assert Nominatim(user_agent="acme-geocoder/1.0 (Mozilla-compatible; ops@acme.example)")
+
+
 def test_public_instance_defaults_to_one_request_per_second() -> None:
     assert Nominatim(user_agent="t/1").default_rate == 1.0
     assert Nominatim("http://127.0.0.1:8080", user_agent="t/1").default_rate is None

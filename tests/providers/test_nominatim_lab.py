@@ -195,3 +195,23 @@ def test_country_codes_filter_on_the_real_server(nominatim: Nominatim) -> None:
     only_li = Nominatim(URL, user_agent=AGENT, country_codes=["LIE"])
     out = geocode(["Prattville", "Vaduz"], provider=only_li, gate="memory://", rate=50.0)
     assert [type(o) for o in out] == [NoMatch, Match]
+
+
+def test_rivers_peaks_parks_and_forests_do_not_pass_a_town_level_minimum(
+        nominatim: Nominatim) -> None:
+    """The real server ranks a river, a peak, a park and a forest like towns and villages
+    (search ranks 18-24); geotoolkit reads them as features: a locality minimum keeps the
+    town, the village, the street and the house, and none of them."""
+    places = {"Rhein": "feature", "Naafkopf": "feature", "Familienpark Äule": "feature",
+              "Sattelwald": "feature", "Stausee Steg": "feature", "Vaduz": "locality",
+              "Ebenholz": "locality", "Städtle, Vaduz": "street",
+              "Landstrasse 51, 9490 Vaduz": "address"}
+    frame = pd.DataFrame({"address": list(places)})
+    out = frame.geocode.run("address", provider=nominatim, gate="memory://", rate=50.0,
+                            min_precision="locality", cache=False, progress=None)
+    assert dict(zip(out.address, out.geocode_precision.astype(str), strict=True)) == places
+    kept = {a: s for a, s in zip(out.address, out.geocode_status, strict=True)}
+    assert kept == {a: "too_coarse" if p == "feature" else "matched" for a, p in places.items()}
+    coarse = out[out.geocode_status == "too_coarse"]
+    assert coarse.geometry.isna().all() and coarse.geocode_coarse_lon.notna().all()
+    assert (coarse.geocode_reason == "precision feature is coarser than locality").all()

@@ -66,6 +66,24 @@ def test_a_missing_user_agent_names_the_flag(tmp_path: Path, capsys: pytest.Capt
     assert not (tmp_path / "out.gpkg").exists()
 
 
+def test_a_browsers_user_agent_is_refused_for_public_nominatim(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``geotoolkit geocode in.csv --user-agent "Mozilla/5.0 ..."`` was sent to the public
+    Nominatim, whose policy asks for a User-Agent that identifies the application. Refused
+    before any request (this test must never reach it), saying what to give."""
+    source = tmp_path / "in.csv"
+    source.write_text('address\n"Städtle 38, 9490 Vaduz"\n', encoding="utf-8")
+    # --rate 5 is refused for public Nominatim too (after the provider is built): without
+    # the check, the run still stops before sending anything.
+    argv = ["geocode", str(source), "-o", str(tmp_path / "out.gpkg"), "--gate", "memory://",
+            "--rate", "5", "--user-agent",
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko)"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "browser" in err and "--user-agent" in err and "Traceback" not in err
+    assert not (tmp_path / "out.gpkg").exists()
+
+
 @pytest.mark.parametrize("command", ["geocode", "reverse", "demo"])
 def test_output_says_what_becomes_of_an_existing_file(capsys: pytest.CaptureFixture[str],
                                                       command: str) -> None:
