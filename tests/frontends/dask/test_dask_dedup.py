@@ -147,10 +147,10 @@ def _gappy(i: int) -> pd.DataFrame:
                          "floors": floors})
 
 
-def test_a_job_factory_without_reads_still_runs_partition_by_partition(
+def test_a_job_factory_without_settle_still_runs_partition_by_partition(
         client: Any, tmp_path: Path) -> None:
-    """The ``_lazy`` extension point (benchmarks/dask_cluster.py reverse geocodes through
-    it): a factory that does not say which columns its queries read is not regrouped."""
+    """The ``_lazy`` extension point: a factory that cannot settle its items without their
+    frame (no ``settle``, as ``across_partitions=False`` makes it) is not regrouped."""
     from geotoolkit.orchestration.options import GeocodeOptions
 
     dgpd = pytest.importorskip("dask_geopandas")
