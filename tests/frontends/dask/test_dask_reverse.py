@@ -100,7 +100,28 @@ def test_reverse_is_checked_on_the_client_before_anything_runs(client: Any, tmp_
             gdask.reverse(points, **_options(sim, tmp_path))
         with pytest.raises(ConfigurationError, match="memory://"):
             gdask.reverse(points, **{**_options(sim, tmp_path), "gate": "memory://"})
+        with pytest.raises(ConfigurationError, match="names of both coordinate columns"):
+            gdask.reverse(dd.from_pandas(pd.DataFrame({"x": [9.5]}), npartitions=1),
+                          **_options(sim, tmp_path))
+        lazy = gdask.reverse(points.set_crs(4326), **_options(sim, tmp_path, api_key="s3cret-key"))
+        assert "s3cret" not in repr(lazy) and "s3cret" not in str(lazy.dask)
         assert sim.requests == []
+
+
+def test_lon_lat_columns_of_a_dask_dataframe_as_for_pandas(client: Any, tmp_path: Path) -> None:
+    """A plain dask DataFrame with ``lon=``/``lat=`` columns (and ``crs=``), as
+    ``df.geocode.reverse(lon=, lat=)``: each distinct point once, the columns kept."""
+    lonlat = [*POINTS, *POINTS[:5]]
+    frame = pd.DataFrame({"x": [p[0] for p in lonlat] + [None], "y": [p[1] for p in lonlat] + [47.1]})
+    with ProviderSimulator() as sim:
+        out = gdask.reverse(dd.from_pandas(frame, npartitions=4), lon="x", lat="y", crs="EPSG:4326",
+                            **_options(sim, tmp_path)).compute()
+        assert _sent(sim) == Counter(POINTS)
+        alone = frame.geocode.reverse(lon="x", lat="y", progress=False,
+                                      **{**_options(sim, tmp_path), "gate": "memory://"})
+    _same(out, alone)
+    assert list(out["x"].iloc[:15]) == list(frame["x"].iloc[:15]) and out["geocode_reason"].iloc[-1] == \
+        "lon (x) is missing"
 
 
 def test_an_all_empty_geometry_settles_every_row_as_pandas_does_and_opens_nothing(
