@@ -33,9 +33,7 @@ What a run does:
 
 ``--reverse`` does the same with points: each partition is a GeoDataFrame of distinct
 points (EPSG:4326, made on its worker) inside the simulator's world, reverse geocoded on
-the workers (a ``ReverseJob`` per partition, through the front end's ``_lazy`` with a
-picklable job factory: the extension point ``geotoolkit.frontends.dask`` documents, since
-it has no public reverse entry point yet), written by ``write_partitioned``; the log
+the workers by ``geotoolkit.dask.reverse``, written by ``write_partitioned``; the log
 maps each ``/reverse`` request back to its row, and the read back checks that each row
 keeps its own input point as geometry.
 
@@ -56,7 +54,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,29 +119,9 @@ def _point_row(request: Any, rows: int) -> int:
     return int(line * side + column)
 
 
-@dataclass(frozen=True)
-class _Reverse:
-    """Makes the reverse-geocoding job of one partition (picklable: it travels to the workers)."""
-
-    options: Any
-
-    def __call__(self, frame: pd.DataFrame) -> Any:
-        from geotoolkit.orchestration.reverse import ReverseJob
-
-        return ReverseJob(frame, self.options)
-
-
-def _reverse_lazy(ddf: Any, sim_url: str, args: argparse.Namespace) -> Any:
-    """Reverse geocode ``ddf`` lazily, with the checks ``geotoolkit.dask.geocode`` makes on
-    the client first (a shareable gate and cache, options that travel)."""
-    from geotoolkit.frontends import dask as gdask
-    from geotoolkit.orchestration.options import GeocodeOptions
-
-    gdask.check_shared(REDIS_URL, False, hosts=1)
-    options = GeocodeOptions(provider="nominatim", base_url=sim_url, user_agent=UA, gate=REDIS_URL,
-                             cache=False, rate=args.rate, concurrency=args.concurrency)
-    gdask._shippable(options)
-    return gdask._lazy(ddf, _Reverse(options))
+def _options(sim_url: str, args: argparse.Namespace) -> dict[str, Any]:
+    return {"provider": "nominatim", "base_url": sim_url, "user_agent": UA, "gate": REDIS_URL,
+            "cache": False, "rate": args.rate, "concurrency": args.concurrency}
 
 
 def _warm_up() -> None:
@@ -230,13 +207,11 @@ def _run(args: argparse.Namespace, out: Path) -> dict[str, Any]:
 
                 ddf = dd.from_map(_point_partition, range(args.partitions), size=size, rows=args.rows,
                                   meta=_point_partition(0, size=0, rows=0))
-                lazy = _reverse_lazy(ddf, sim.url, args)
+                lazy = gdask.reverse(ddf, **_options(sim.url, args))
             else:
                 ddf = dd.from_map(_partition, range(args.partitions), size=size, rows=args.rows,
                                   meta=_partition(0, size=0, rows=0))  # given: nothing made here
-                lazy = gdask.geocode(ddf, "address", provider="nominatim", base_url=sim.url,
-                                     user_agent=UA, gate=REDIS_URL, cache=False, rate=args.rate,
-                                     concurrency=args.concurrency)
+                lazy = gdask.geocode(ddf, "address", **_options(sim.url, args))
             figures["sent_before_write"] = len(sim.requests)
             figures["client_maxrss_before_mib"] = _maxrss_mib()
             started = time.perf_counter()

@@ -7,14 +7,17 @@ partition the graph is therefore three steps, all lazy (one graph, computed with
 result, nothing computed to build it):
 
 1. **keys**: each partition gives one row per distinct query it holds (the cache key,
-   the columns the query is made of, and where its first row is:
-   ``partition * 2**32 + position``); invalid input (an empty cell) is a key of its own;
+   the query its job built from that row -- a ``Query`` with the row's own text, a
+   ``ReverseQuery`` with its point -- and where its first row is:
+   ``partition * 2**32 + position``); invalid input (an empty cell, a missing point) is
+   a key of its own, its reason in place of the query;
 2. **settle**: those rows are shuffled by key into buckets (one per worker thread, at
-   least :data:`MIN_BUCKETS`, at most one per partition); each bucket runs the ordinary
-   job once over its distinct keys (each sent with the text of its first row in frame
-   order, as a single ``df.geocode`` run would) and gives the final outcome (a
-   ``Match``, ``NoMatch`` or ``Failure`` with its reason) back once per (key,
-   partition) that asked for it;
+   least :data:`MIN_BUCKETS`, at most one per partition); each bucket settles its
+   distinct queries once through the ordinary run (gate, cache, chain: each sent as its
+   first row in frame order asked, as a single ``df.geocode`` run would) and gives the
+   final outcome (a ``Match``, ``NoMatch`` or ``Failure`` with its reason) back once
+   per (key, partition) that asked for it. A bucket with nothing to send (only
+   reasons) opens neither the gate nor the cache;
 3. **assemble**: those answers are routed back to the partition that asked
    (``set_index`` on the partition-major number with divisions known in advance, so
    nothing is computed to find them), and each original partition builds its result
@@ -32,14 +35,15 @@ a whole partition, and nothing goes to the client. The input's partitions stay o
 workers (spilled to disk by dask when memory runs short) from the time their keys are
 read until their answers come back: the shuffle is a barrier, so computing any one
 partition (``head()``) runs the whole run. One partition needs none of this (the engine
-groups its duplicates) and runs the job directly, as does a factory that does not say
-which columns its queries read (``across_partitions=False``).
+groups its duplicates) and runs the job directly, as does a factory that cannot settle
+queries without their frame (``across_partitions=False``). Forward and reverse
+geocoding go through the same graph: only their job factories differ.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -56,12 +60,13 @@ if TYPE_CHECKING:
     from geotoolkit.progress import ProgressSink
     from geotoolkit.results import Outcome, Query, ReverseQuery
 
-__all__ = ["AT", "KEY", "MIN_BUCKETS", "OUTCOME", "SPAN", "Assemble", "Cluster", "Job",
+__all__ = ["AT", "ITEM", "KEY", "MIN_BUCKETS", "OUTCOME", "SPAN", "Assemble", "Cluster", "Job",
            "JobFactory", "KeyedFactory", "Keys", "Settle", "Whole", "answers_meta", "distinct_graph",
            "key_of", "meta", "normalise", "workers"]
 
-#: The columns of the keys and answers frames (a frame's own columns never start like this).
-KEY, AT, OUTCOME = "__geotoolkit_key__", "__geotoolkit_at__", "__geotoolkit_outcome__"
+#: The columns of the keys and answers frames.
+KEY, AT, ITEM, OUTCOME = ("__geotoolkit_key__", "__geotoolkit_at__", "__geotoolkit_item__",
+                          "__geotoolkit_outcome__")
 #: Rows numbered per partition: ``AT = partition * SPAN + position``.
 SPAN = 2**32
 #: The fewest buckets that settle the distinct queries (when there are as many partitions).
@@ -135,11 +140,12 @@ class JobFactory(Protocol):
 
 @runtime_checkable
 class KeyedFactory(JobFactory, Protocol):
-    """A job factory that says which columns its queries are made of: its frames can be
-    cut down to those columns and regrouped by key (see :func:`distinct_graph`)."""
+    """A job factory that settles its jobs' items without their frames: the items of
+    every partition can be regrouped by key and each settled once (see
+    :func:`distinct_graph`)."""
 
-    def reads(self, columns: Sequence[Hashable]) -> list[Hashable]:
-        """The columns of a frame with ``columns`` that its queries are made of."""
+    async def settle(self, items: list[Query | ReverseQuery | str]) -> list[Outcome]:
+        """Settle ``items`` as the jobs' ``run`` would (on the worker): one outcome each."""
 
 
 def key_of(item: Query | ReverseQuery | str) -> str:
@@ -184,13 +190,12 @@ class Keys:
         if partition_info is None and len(part):  # only the meta is built without it
             raise RuntimeError("dask did not tell the keys step which partition it reads")
         number = 0 if partition_info is None else int(partition_info["number"])
-        keys = pd.Series([key_of(item) for item in self.make_job(part).items], dtype=object)
+        items = pd.Series(list(self.make_job(part).items), dtype=object)
+        keys = pd.Series([key_of(item) for item in items], dtype=object)
         first = (~keys.duplicated()).to_numpy()
-        slim = pd.DataFrame(part[self.make_job.reads(part.columns)].iloc[first])
         positions = pd.RangeIndex(len(part)).to_numpy()[first]
-        slim[KEY] = keys[first].to_numpy()
-        slim[AT] = number * SPAN + positions
-        return slim.reset_index(drop=True)
+        return pd.DataFrame({KEY: keys[first].to_numpy(), AT: number * SPAN + positions,
+                             ITEM: items[first].to_numpy()})
 
     def __repr__(self) -> str:
         return f"Keys({self.make_job!r})"
@@ -200,15 +205,15 @@ class Keys:
 class Settle:
     """Step 2: settle a bucket's distinct keys once; one answer per (key, partition)."""
 
-    make_job: JobFactory
+    make_job: KeyedFactory
 
     def __call__(self, bucket: pd.DataFrame) -> pd.DataFrame:
         if len(bucket) == 0:
             return answers_meta()
         bucket = bucket.sort_values(AT, kind="stable")  # the first row in frame order first
         first = ~bucket[KEY].duplicated()
-        job = self.make_job(pd.DataFrame(bucket[first].drop(columns=[KEY, AT])))
-        outcomes = run_sync(lambda: job.run(None))
+        items = list(bucket[ITEM][first])
+        outcomes = run_sync(lambda: self.make_job.settle(items))
         by_key = dict(zip(bucket[KEY][first], outcomes, strict=True))
         return pd.DataFrame({AT: bucket[AT].to_numpy(), KEY: bucket[KEY].to_numpy(),
                              OUTCOME: pd.Series([by_key[k] for k in bucket[KEY]], dtype=object)

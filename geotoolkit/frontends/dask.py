@@ -10,7 +10,9 @@ their answers routed back to the partitions that asked, which build their rows (
 from ``(lon, lat)`` in EPSG:4326) in their own index, order and divisions (see
 :mod:`geotoolkit.frontends._dask_graph`). Computing any part of the result
 (``head()``) therefore runs the whole run; ``across_partitions=False`` geocodes each
-partition alone. Every worker must reach the same gate and cache:
+partition alone. :func:`reverse` does the same with the points of a dask-geopandas
+GeoDataFrame (each distinct point once, as ``gdf.geocode.reverse()`` would settle it).
+Every worker must reach the same gate and cache:
 
 - on a cluster spanning machines: ``gate="redis://..."`` or ``"postgresql://..."``, and
   ``cache="postgresql://..."`` (or ``cache=False``);
@@ -52,8 +54,6 @@ from __future__ import annotations
 
 import os
 import pickle
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -69,10 +69,12 @@ from geotoolkit.frontends._dask_graph import (
     distinct_graph,
     meta,
 )
-from geotoolkit.orchestration.job import Columns, FrameJob, gate_backend
+from geotoolkit.frontends._dask_jobs import Alone, Forward, Reverse
+from geotoolkit.orchestration.job import Columns, gate_backend
 from geotoolkit.orchestration.options import GeocodeOptions, with_options_signature
 from geotoolkit.providers.policies import check_usage_policy
 from geotoolkit.redact import redact
+from geotoolkit.results import REVERSE_DECIMALS
 from geotoolkit.urls import backend_of, sqlite_path
 
 if TYPE_CHECKING:
@@ -81,7 +83,7 @@ if TYPE_CHECKING:
     import geopandas as gpd
 
 
-__all__ = ["check_shared", "geocode", "to_geodataframe", "write_partitioned"]
+__all__ = ["check_shared", "geocode", "reverse", "to_geodataframe", "write_partitioned"]
 
 
 def _backend(value: Any, *, default: str = "sqlite") -> str:
@@ -166,37 +168,6 @@ def _shippable(options: GeocodeOptions) -> None:
             "the provider by name, e.g. provider='nominatim', user_agent=..., base_url=...") from exc
 
 
-@dataclass(frozen=True, repr=False)
-class _Forward:
-    """Makes the forward-geocoding job of one frame (a ``JobFactory``)."""
-
-    columns: Columns
-    options: GeocodeOptions
-
-    def __call__(self, frame: pd.DataFrame) -> FrameJob:
-        return FrameJob(frame, self.columns, self.options)
-
-    def reads(self, columns: Sequence[Hashable]) -> list[Hashable]:
-        return list(self.columns.names(columns))
-
-    def __repr__(self) -> str:
-        return redact(f"_Forward({self.options.provider!r}, gate={self.options.gate}, "
-                      f"cache={self.options.cache})")
-
-
-@dataclass(frozen=True, repr=False)
-class _Alone:
-    """A job factory without ``reads``: its partitions are geocoded one by one."""
-
-    make_job: _Forward
-
-    def __call__(self, frame: pd.DataFrame) -> FrameJob:
-        return self.make_job(frame)
-
-    def __repr__(self) -> str:
-        return f"_Alone({self.make_job!r})"
-
-
 def _dask_geopandas() -> Any:
     try:
         import dask_geopandas
@@ -211,7 +182,7 @@ def _lazy(ddf: dd.DataFrame, make_job: JobFactory, *, buckets: int | None = None
     """``ddf``'s result, lazily: each distinct query settled once over all partitions, in
     about ``buckets`` jobs (default: the worker threads of the current cluster).
 
-    A factory without ``reads`` (see ``KeyedFactory``) runs partition by partition, each
+    A factory without ``settle`` (see ``KeyedFactory``) runs partition by partition, each
     partition's duplicates grouped by the engine but not across partitions.
 
     The meta is ``make_job(empty frame).result([])``: built on the client without
@@ -250,12 +221,12 @@ def _refuse_own_geometry(ddf: dd.DataFrame, options: GeocodeOptions) -> None:
             "replace: drop or rename it, or pass overwrite_columns=True to replace it")
 
 
-def _refuse_series(ddf: Any) -> None:
+def _refuse_series(ddf: Any, takes: str) -> None:
     """A dask Series (``ddf["address"]``) is no frame: say what to pass, on the client."""
     if getattr(ddf, "ndim", 2) == 1:
         raise ConfigurationError(
-            "geocode takes a dask DataFrame with an address column, got a Series: pass the "
-            "DataFrame, or series.to_frame() (its name is the column)")
+            f"{takes}, got a Series: pass the DataFrame, or series.to_frame() (its name is "
+            "the column)")
 
 
 def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = None,
@@ -314,8 +285,68 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     ImportError
         dask-geopandas is not installed (the ``dask`` extra: ``pip install -e '.[dask]'``).
     """
-    _refuse_series(ddf)
+    _refuse_series(ddf, "geocode takes a dask DataFrame with an address column")
     columns = Columns.take(column, options)
+    settings, cluster = _settings(client, options)
+    _refuse_own_geometry(ddf, settings)
+    # The meta (built in _lazy, on the client) checks the columns.
+    return _partitioned(ddf, Forward(settings, columns), cluster, across_partitions)
+
+
+with_options_signature(geocode, columns=True)
+
+
+def reverse(ddf: dd.DataFrame, *, lon: str | None = None, lat: str | None = None, crs: Any = None,
+            decimals: int = REVERSE_DECIMALS, country: str | None = None, client: Any = None,
+            across_partitions: bool = True, **options: Any) -> dgpd.GeoDataFrame:
+    """Reverse geocode a dask-geopandas GeoDataFrame's points lazily, each distinct point once.
+
+    The partitioned counterpart of ``gdf.geocode.reverse()``: the same checks, result
+    columns and per-row reasons (a missing, empty or non-point geometry, a point out of
+    range or outside ``country`` is a dead letter, never sent), on a shared gate and
+    cache as :func:`geocode`. A point's cache key is its lon/lat rounded to
+    ``decimals``: each distinct key is sent once per run, whichever partitions its rows
+    are in (``across_partitions=False``: once per partition).
+
+    Parameters
+    ----------
+    ddf
+        A dask-geopandas GeoDataFrame with a CRS (its active geometry holds the points),
+        or a dask DataFrame with ``lon`` and ``lat`` columns (named, in ``crs``: default
+        EPSG:4326 degrees).
+    lon, lat, crs, decimals, country
+        As for ``gdf.geocode.reverse()``.
+    client, across_partitions, **options
+        As for :func:`geocode`; every provider must have a reverse endpoint.
+
+    Returns
+    -------
+    dask_geopandas.GeoDataFrame
+        Lazy: the columns of ``gdf.geocode.reverse()`` (the input point, in EPSG:4326,
+        as its geometry); same index, order, partitions and divisions. Nothing is sent
+        or computed to build it; each computation is one run, as for :func:`geocode`.
+
+    Raises
+    ------
+    ConfigurationError
+        What :func:`geocode` refuses (but the frame's own geometry: it holds the
+        points), a frame without a CRS, a provider without reverse geocoding, or
+        columns the result would overwrite; on the client, before anything is sent.
+    ImportError
+        dask-geopandas is not installed (the ``dask`` extra: ``pip install -e '.[dask]'``).
+    """
+    _refuse_series(ddf, "reverse takes a dask-geopandas GeoDataFrame of points (or a dask DataFrame "
+                        "with lon= and lat= columns)")
+    settings, cluster = _settings(client, options)
+    factory = Reverse(settings, lon=lon, lat=lat, crs=crs, decimals=decimals, country=country)
+    return _partitioned(ddf, factory, cluster, across_partitions)
+
+
+with_options_signature(reverse)
+
+
+def _settings(client: Any, options: dict[str, Any]) -> tuple[GeocodeOptions, Cluster]:
+    """The options, checked on the client before anything runs, and the cluster they run on."""
     cluster = Cluster.of(client)
     check_shared(options.get("gate", False), options.get("cache"), cluster.hosts)
     options.update({role: _anchored(options[role]) for role in ("gate", "cache") if role in options})
@@ -323,14 +354,14 @@ def geocode(ddf: dd.DataFrame, column: str | None = "address", *, client: Any = 
     _shippable(settings)
     check_usage_policy(settings.resolved_provider, gate_backend=gate_backend(settings.gate),
                        cached=settings.cache is not False, rate=settings.rate_policy)
-    _refuse_own_geometry(ddf, settings)
-    factory = _Forward(columns, settings)  # the meta checks the columns
+    return settings, cluster
+
+
+def _partitioned(ddf: dd.DataFrame, factory: Forward | Reverse, cluster: Cluster,
+                 across_partitions: bool) -> dgpd.GeoDataFrame:
     if not across_partitions:
-        return _lazy(ddf, _Alone(factory))
+        return _lazy(ddf, Alone(factory))
     return _lazy(ddf, factory, buckets=cluster.threads)
-
-
-with_options_signature(geocode, columns=True)
 
 
 def _targets(path: str | Any, overwrite: bool, storage_options: dict[str, Any] | None

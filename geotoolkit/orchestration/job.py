@@ -5,7 +5,8 @@ dask front end (one frame per partition), background jobs and :func:`settle` for
 plain lists of addresses. Checks come first and open nothing: a bad column, a frame
 whose own ``lon``/``lat``/``geometry`` would be overwritten, a usage policy the run
 would break. The gate and the cache are opened by :func:`settle` only for the run,
-and closed when it ends, however it ends (objects passed in are left open).
+and closed when it ends, however it ends (objects passed in are left open); a run with
+nothing to send (no rows, or only rows that cannot be sent) opens neither.
 
 With a provider chain (``provider=[first, second, ...]``) each stage is its own engine
 batch under that provider's gate key, rate and usage policy; the rows that come back in
@@ -271,8 +272,15 @@ def _country_code(frame: pd.DataFrame, country: str) -> str:
 
 
 @contextlib.contextmanager
-def opened(options: GeocodeOptions) -> Iterator[tuple[Gate, ResultStore | None]]:
-    """The run's gate and cache; what this opened is closed on exit (objects passed in stay)."""
+def opened(options: GeocodeOptions, *, sends: bool = True) -> Iterator[tuple[Gate, ResultStore | None]]:
+    """The run's gate and cache; what this opened is closed on exit (objects passed in stay).
+
+    A run that ``sends`` nothing (every row a reason it cannot be sent) opens neither: no
+    connection, no file; it gets a memory gate and no cache.
+    """
+    if not sends:
+        yield open_gate("memory://", clock=options.clock), None
+        return
     with contextlib.ExitStack() as stack:
         store = open_store(options.cache, clock=options.clock,
                            no_match_ttl_seconds=options.no_match_ttl_seconds)
@@ -367,7 +375,7 @@ class _Stages:
     async def _run(self) -> list[Outcome]:
         providers = self.options.providers
         pending = list(range(len(self.items)))
-        with opened(self.options) as (gate, store):
+        with opened(self.options, sends=not all(isinstance(i, str) for i in self.items)) as (gate, store):
             for stage in range(1, len(providers) + 1):
                 if self.sink is not None:
                     self.sink.last = stage == len(providers)

@@ -127,6 +127,18 @@ def test_what_the_run_opens_it_closes_and_what_it_was_given_it_leaves(tmp_path: 
     assert gate.keys() == []  # still usable: not ours to close
 
 
+
+def test_a_run_with_nothing_to_send_opens_neither_gate_nor_cache(tmp_path: Path) -> None:
+    """Blank cells only (or no rows): each row fails with its reason, and no gate or cache
+    file is made (on a server gate: no connection), since nothing was to be sent."""
+    given = options(gate=f"sqlite:///{tmp_path}/g.sqlite", cache=f"sqlite:///{tmp_path}/c.sqlite")
+    for cells in ([None, "", "  "], []):
+        job = FrameJob(frame(address=cells), Columns("address"), given)
+        result = job.run_sync()
+        assert list(result["geocode_reason"]) == ["missing address", "empty address", "empty address"][
+            :len(cells)]
+    assert list(tmp_path.iterdir()) == []
+
 # -- usage policies: checked before anything connects ----------------------------------------
 
 

@@ -147,10 +147,10 @@ def _gappy(i: int) -> pd.DataFrame:
                          "floors": floors})
 
 
-def test_a_job_factory_without_reads_still_runs_partition_by_partition(
+def test_a_job_factory_without_settle_still_runs_partition_by_partition(
         client: Any, tmp_path: Path) -> None:
-    """The ``_lazy`` extension point (benchmarks/dask_cluster.py reverse geocodes through
-    it): a factory that does not say which columns its queries read is not regrouped."""
+    """The ``_lazy`` extension point: a factory that cannot settle its items without their
+    frame (no ``settle``, as ``across_partitions=False`` makes it) is not regrouped."""
     from geotoolkit.orchestration.options import GeocodeOptions
 
     dgpd = pytest.importorskip("dask_geopandas")
@@ -176,13 +176,13 @@ class _Reverse:
 def test_the_keys_step_refuses_to_guess_its_partition(tmp_path: Path) -> None:
     """Without dask's partition number every partition would claim the rows of the first."""
     from geotoolkit.frontends._dask_graph import AT, KEY, Keys
-    from geotoolkit.frontends.dask import _Forward
+    from geotoolkit.frontends._dask_jobs import Forward
     from geotoolkit.orchestration.job import Columns
     from geotoolkit.orchestration.options import GeocodeOptions
 
     options = GeocodeOptions(provider="nominatim", base_url="http://127.0.0.1:9", user_agent=UA,
                              gate=f"sqlite:///{tmp_path}/gate.sqlite", cache=False)  # opens nothing
-    keys = Keys(_Forward(Columns("address"), options))
+    keys = Keys(Forward(options, Columns("address")))
     frame = pd.DataFrame({"address": [UNIQUE[0], UNIQUE[0].upper(), None]})
     got = keys(frame, partition_info={"number": 3})
     assert list(got[AT]) == [3 * 2**32, 3 * 2**32 + 2] and got[KEY].str.startswith(("q:", "x:")).all()
