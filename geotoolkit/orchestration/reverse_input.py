@@ -141,12 +141,13 @@ def read_csv_text(path: Path) -> pd.DataFrame:
         if hint is not None:
             header = second
         sep = hint.group(1) if hint is not None else csv_delimiter(header)
-        _check_header(path, header, sep)
+        one_column = len(_check_header(path, header, sep)) == 1
         with warnings.catch_warnings():
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
-                               encoding=encoding, index_col=False,
-                               skiprows=1 if hint is not None else None)
+            frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
+                                encoding=encoding, index_col=False, skip_blank_lines=not one_column,
+                                skiprows=1 if hint is not None else None)
+        return _without_trailing_blanks(frame) if one_column else frame
     except ConfigurationError:
         raise
     except UnicodeDecodeError as exc:
@@ -202,10 +203,19 @@ def _parse_problem(exc: Exception, sep: str) -> str:
     return f"{detail}; put a cell that holds the delimiter {sep!r} in double quotes"
 
 
-def _check_header(path: Path, header: str, sep: str) -> None:
-    """Refuse a ``header`` (the file's first line) that holds NUL characters (UTF-16 text
-    without its byte order mark: the column names would print as ``address`` and not be
-    found), or names a column twice (pandas would rename the second)."""
+def _without_trailing_blanks(frame: pd.DataFrame) -> pd.DataFrame:
+    """A one-column CSV without the blank lines after its last cell (an editor's, no
+    spreadsheet's: one saves an empty cell as an empty line, a row kept as such)."""
+    cells = frame.iloc[:, 0]
+    filled = cells.notna() & (cells.fillna("").str.strip() != "")
+    return frame.iloc[: int(filled.to_numpy().nonzero()[0][-1]) + 1 if filled.any() else 0]
+
+
+def _check_header(path: Path, header: str, sep: str) -> list[str]:
+    """The column names of ``header`` (the file's first line). Refused: one that holds NUL
+    characters (UTF-16 text without its byte order mark: the column names would print as
+    ``address`` and not be found), or names a column twice (pandas would rename the
+    second)."""
     if "\x00" in header:
         raise ConfigurationError(
             f"cannot read {path}: its header holds NUL characters, as UTF-16 text without a "
@@ -216,6 +226,7 @@ def _check_header(path: Path, header: str, sep: str) -> None:
         raise ConfigurationError(
             f"cannot read {path}: its header names a column more than once: "
             f"{', '.join(map(repr, twice))}; give every column a distinct name")
+    return names
 
 
 def _with_crs(points: gpd.GeoDataFrame, crs: str, path: Path) -> gpd.GeoDataFrame:

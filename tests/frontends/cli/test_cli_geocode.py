@@ -289,6 +289,30 @@ def test_a_csv_with_another_delimiter_is_read_by_its_header(
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_an_empty_cell_of_a_one_column_csv_is_a_row(
+        newline: str, sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A spreadsheet saves an empty cell of a one-column sheet as an empty line, and pandas
+    skips empty lines: 5 addresses with 2 empty cells came out as 3 rows, the 2 lost without
+    a word. Each is now a row that fails as a missing (or empty) address; blank lines after the last
+    row (an editor's) are no rows, and in a file of several columns, where a spreadsheet
+    writes an empty row as its delimiters, an empty line stays skipped."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    lines = ["address", '"Städtle 38, Vaduz"', "", '"Landstrasse 19, Schaan"', "   ",
+             '"Äulestrasse 20, Vaduz"', "", ""]
+    path.write_bytes(("\ufeff" + newline.join(lines)).encode())
+    assert main(_argv(sim, path, out, "--cache", "none")) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    letters = pyogrio.read_dataframe(out, layer="dead_letters")
+    assert len(geocoded) == 3 and len(letters) == 2
+    assert list(letters["geocode_reason"]) == ["missing address", "empty address"]
+    several = tmp_path / "several.csv"
+    several.write_text("id,address\n1,Vaduz\n\n2,Schaan\n", encoding="utf-8")
+    assert main(_argv(sim, several, tmp_path / "several.gpkg", "--cache", "none")) == 0
+    assert [len(pyogrio.read_dataframe(tmp_path / "several.gpkg", layer=name))
+            for name in ("geocoded", "dead_letters")] == [2, 0]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
 def test_a_csv_whose_first_line_names_its_delimiter_is_read_by_it(
         newline: str, sim: ProviderSimulator, tmp_path: Path) -> None:
     """Excel's ``sep=;`` above the header (some exports write it so that Excel opens the
