@@ -1,0 +1,107 @@
+"""A fleet stop: one worker's "quota spent" stops every worker on the key (geotoolkit.gate.stop).
+
+Two engines (two workers) on one gate, against the real provider simulator on loopback
+with a daily cap, on one fake clock: the first meets the simulator's 402 and publishes
+the stop; the other stops at its next reservation or claim without sending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from typing import Any
+
+import pytest
+
+from geotoolkit import FakeClock, MemoryGate, Query, QuotaExceededError, RatePolicy
+from geotoolkit.engine import Engine
+from geotoolkit.gate import Gate
+from geotoolkit.gate.stop import DEFAULT_STOP_SECONDS, STOP_VALUE, FleetStop
+from geotoolkit.providers import Nominatim
+from geotoolkit.testing import ProviderSimulator
+
+UA = "geotoolkit-tests/1.0 (tests@example.org)"
+SECRET = "stop-s3cret-key"
+
+
+def engine(sim: ProviderSimulator, clock: FakeClock, gate: Gate, *, api_key: str | None = SECRET,
+           **kwargs: Any) -> Engine:
+    options: dict[str, Any] = {"rate": RatePolicy(rate=2.0), "clock": clock, "concurrency": 2,
+                               "rng": random.Random(5)}
+    options.update(kwargs)
+    return Engine(Nominatim(sim.url, user_agent=UA, api_key=api_key), gate=gate, **options)
+
+
+def queries(prefix: str, n: int) -> list[Query]:
+    return [Query(text=f"{prefix} {i}, 9490 Vaduz") for i in range(1, n + 1)]
+
+
+def test_a_402_stops_the_other_worker_on_the_key_without_a_send(sim: ProviderSimulator,
+                                                                 clock: FakeClock) -> None:
+    sim.configure(daily_cap=2)
+    gate = MemoryGate(clock=clock)
+    first, second = engine(sim, clock, gate), engine(sim, clock, gate)
+    with pytest.raises(QuotaExceededError, match="HTTP 402"):
+        asyncio.run(first.run(queries("Landstrasse", 4)))
+    sent = len(sim.requests)
+    assert sim.count(status=402) >= 1
+    with pytest.raises(QuotaExceededError) as info:
+        asyncio.run(second.run(queries("Aeulestrasse", 3)))
+    assert len(sim.requests) == sent  # stopped without sending
+    message = str(info.value)
+    assert "another worker on this API key" in message and "HTTP 402" in message
+    assert "stated no reset" in message and SECRET not in message
+    assert info.value.retry_after is None  # as the first worker's own 402 says
+    assert info.value.provider == "nominatim" and info.value.status_code == 402
+    stop = FleetStop.from_json(gate.values(first.pacer.key, STOP_VALUE)[STOP_VALUE])
+    assert stop is not None and stop.remaining(clock.now()) <= DEFAULT_STOP_SECONDS
+    assert stop.remaining(clock.now()) > DEFAULT_STOP_SECONDS - 60
+
+
+def test_the_stop_ends_at_its_time_and_the_key_sends_again(sim: ProviderSimulator,
+                                                           clock: FakeClock) -> None:
+    sim.configure(daily_cap=1)
+    gate = MemoryGate(clock=clock)
+    with pytest.raises(QuotaExceededError):
+        asyncio.run(engine(sim, clock, gate).run(queries("Landstrasse", 3)))
+    sim.configure(daily_cap=None)  # the quota came back (a new day)
+    with pytest.raises(QuotaExceededError, match="another worker"):
+        asyncio.run(engine(sim, clock, gate).run(queries("Landstrasse", 3)))
+    clock.advance(DEFAULT_STOP_SECONDS + 1)
+    outcomes = asyncio.run(engine(sim, clock, gate).run(queries("Landstrasse", 3)))
+    assert [o.status for o in outcomes] == ["matched"] * 3
+
+
+def test_a_stop_never_crosses_api_keys(sim: ProviderSimulator, clock: FakeClock) -> None:
+    sim.configure(daily_cap=1)
+    gate = MemoryGate(clock=clock)
+    with pytest.raises(QuotaExceededError):
+        asyncio.run(engine(sim, clock, gate).run(queries("Landstrasse", 3)))
+    sim.configure(daily_cap=None)
+    outcomes = asyncio.run(engine(sim, clock, gate, api_key="another-key").run(queries("A", 2)))
+    assert [o.status for o in outcomes] == ["matched"] * 2
+
+
+def test_the_gates_cap_publishes_no_stop(sim: ProviderSimulator, clock: FakeClock) -> None:
+    """The gate's own cap already stops the fleet: it stays as it is (no stop value)."""
+    gate = MemoryGate(clock=clock)
+    first = engine(sim, clock, gate, cap=2)
+    with pytest.raises(QuotaExceededError, match="cap"):
+        asyncio.run(first.run(queries("Landstrasse", 4)))
+    assert gate.values(first.pacer.key, STOP_VALUE) == {}
+    assert sim.count(status=402) == 0
+
+
+def test_an_unpaced_worker_stops_at_its_reservation(sim: ProviderSimulator,
+                                                     clock: FakeClock) -> None:
+    """Without pacing (no claims), the reservation before each send carries the stop."""
+    sim.configure(daily_cap=1)
+    gate = MemoryGate(clock=clock)
+    unpaced = {"rate": RatePolicy(rate=math.inf)}
+    with pytest.raises(QuotaExceededError):
+        asyncio.run(engine(sim, clock, gate, **unpaced).run(queries("Landstrasse", 3)))
+    sent = len(sim.requests)
+    with pytest.raises(QuotaExceededError, match="another worker"):
+        asyncio.run(engine(sim, clock, gate, **unpaced).run(queries("Aeulestrasse", 3)))
+    assert len(sim.requests) == sent
