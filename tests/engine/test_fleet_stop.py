@@ -105,3 +105,26 @@ def test_an_unpaced_worker_stops_at_its_reservation(sim: ProviderSimulator,
     with pytest.raises(QuotaExceededError, match="another worker"):
         asyncio.run(engine(sim, clock, gate, **unpaced).run(queries("Aeulestrasse", 3)))
     assert len(sim.requests) == sent
+
+
+def test_a_402_says_its_reset_where_the_provider_states_it() -> None:
+    """Pure parsing: the 402's ``Retry-After``/``X-RateLimit-Reset``, or OpenCage's body
+    ``rate.reset``, is the error's ``retry_after``, the fleet stop's end."""
+    import httpx
+
+    from geotoolkit.providers import OpenCage
+    from geotoolkit.providers.base import raise_for_status
+
+    with pytest.raises(QuotaExceededError) as info:
+        raise_for_status(httpx.Response(402, headers={"Retry-After": "120"}), "x")
+    assert info.value.retry_after == 120.0
+    with pytest.raises(QuotaExceededError) as info:
+        raise_for_status(httpx.Response(402), "x")
+    assert info.value.retry_after is None
+    date = {"Date": "Tue, 14 Nov 2023 22:13:20 GMT"}  # 1_700_000_000
+    body = {"status": {"code": 402, "message": "quota exceeded"},
+            "rate": {"limit": 2500, "remaining": 0, "reset": 1_700_007_200}}
+    with pytest.raises(QuotaExceededError) as info:
+        OpenCage(api_key="k" * 32).parse_response(Query(text="x"), httpx.Response(402, headers=date,
+                                                                               json=body))
+    assert info.value.retry_after == 7200.0
