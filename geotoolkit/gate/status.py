@@ -186,8 +186,14 @@ def _status(gate: Gate, key: str, rate: float | None, published: Mapping[str, fl
         rate, source = stats.learned_rate, "learned"
     if rate is None:
         rate, source = published.get(host_of(key)), "published"
-    stop = FleetStop.from_json(gate.values(key, STOP_VALUE).get(STOP_VALUE))
-    return KeyStatus.of(key, stats, day, month, rate=rate, rate_source=source, stop=stop)
+    return KeyStatus.of(key, stats, day, month, rate=rate, rate_source=source,
+                         stop=_stop(gate, key))
+
+
+def _stop(gate: Gate, key: str) -> FleetStop | None:
+    """The key's fleet stop, if any (a gate without shared values keeps none)."""
+    values = getattr(gate, "values", None)
+    return None if values is None else FleetStop.from_json(values(key, STOP_VALUE).get(STOP_VALUE))
 
 
 def host_of(key: str) -> str:

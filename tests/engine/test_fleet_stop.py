@@ -128,3 +128,18 @@ def test_a_402_says_its_reset_where_the_provider_states_it() -> None:
         OpenCage(api_key="k" * 32).parse_response(Query(text="x"), httpx.Response(402, headers=date,
                                                                                json=body))
     assert info.value.retry_after == 7200.0
+
+
+def test_non_blocking_a_stop_is_the_quota_error_not_a_wait(sim: ProviderSimulator,
+                                                           clock: FakeClock) -> None:
+    """Orchestrator mode (``max_wait_seconds``): the stop is what the worker's own 402 is, a
+    ``QuotaExceededError`` (not retried), never a ``RateLimitError`` to wait out."""
+    from geotoolkit.frontends.orchestrators import retry_delay
+
+    sim.configure(daily_cap=1)
+    gate = MemoryGate(clock=clock)
+    with pytest.raises(QuotaExceededError):
+        asyncio.run(engine(sim, clock, gate, max_wait_seconds=1.0).run(queries("L", 3)))
+    with pytest.raises(QuotaExceededError, match="another worker") as info:
+        asyncio.run(engine(sim, clock, gate, max_wait_seconds=1.0).run(queries("A", 3)))
+    assert retry_delay(info.value) is None
