@@ -1,5 +1,6 @@
 """The command line: ``geotoolkit geocode``, ``geotoolkit reverse``, ``geotoolkit demo``,
-``geotoolkit gate init``, ``geotoolkit gate status`` (see ``frontends.fleet_watch``).
+``geotoolkit gate init``, ``geotoolkit gate status``, ``geotoolkit gate resume`` (see
+``frontends.fleet_watch``).
 
 ``--provider census,nominatim`` runs a fallback chain (one ``--user-agent`` for all,
 ``--base-url NAME=URL`` per provider; an API key from ``--api-key-env`` only for a

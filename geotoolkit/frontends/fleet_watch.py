@@ -3,7 +3,8 @@ notebook.
 
 Both show, for every key on a gate (or a provider's keys only), the pace against the
 allowed rate, the adaptive factor, throttled answers (429s, 503s) per success over the stats window, a running
-pause with its remaining seconds and cause, the workers active and the sends counted
+pause with its remaining seconds and cause, a fleet stop (a provider said the key's quota
+is spent) with its cause and end, the workers active and the sends counted
 toward the day's and the month's caps: the data of
 :func:`geotoolkit.gate.status.fleet_status`, rendered by
 :mod:`geotoolkit.display.fleet_panel`. Neither runs a batch.
@@ -12,7 +13,7 @@ The allowed rate is the rate times the adaptive factor. The rate is the one give
 (``rate=``, ``--rate``, or a provider instance's own), else one the fleet learned and
 kept on the gate, else the provider's published rate (by host); otherwise "unknown".
 Gate keys are hashes of the API keys and gate URLs are shown redacted: no secret is
-ever printed.
+ever printed. ``geotoolkit gate resume`` ends a fleet stop before its time.
 """
 
 from __future__ import annotations

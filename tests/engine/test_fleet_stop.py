@@ -143,3 +143,56 @@ def test_non_blocking_a_stop_is_the_quota_error_not_a_wait(sim: ProviderSimulato
     with pytest.raises(QuotaExceededError, match="another worker") as info:
         asyncio.run(engine(sim, clock, gate, max_wait_seconds=1.0).run(queries("A", 3)))
     assert retry_delay(info.value) is None
+
+
+# -- the pacer's checks: a stop voids a send whose last check finds it ---------------------------
+
+
+class _StopAfterClaim:
+    """A memory gate on which another worker's stop lands right after this worker's claim
+    (while the claimed send waits for its instant)."""
+
+    def __init__(self, gate: MemoryGate, error: QuotaExceededError) -> None:
+        self.gate, self.error = gate, error
+        self.backend, self.blocking = gate.backend, gate.blocking
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.gate, name)
+
+    def claim(self, key: str, interval: float) -> Any:
+        claimed = self.gate.claim(key, interval)
+        stop = FleetStop.of(self.error, claimed.now)
+        self.gate.set_value(key, STOP_VALUE, stop.to_json(), ttl_seconds=60)
+        return claimed
+
+
+def test_a_slot_reserved_before_the_stop_is_not_sent_and_the_next_raises() -> None:
+    from geotoolkit.engine.pacer import Pacer
+    from geotoolkit.gate import gate_key
+
+    clock = FakeClock(start=1_790_000_000.0)
+    gate = MemoryGate(clock=clock)
+    key = gate_key("api.example.com", SECRET)
+    first, second = (Pacer(gate, key, RatePolicy(rate=1.0), clock=clock, host="api.example.com",
+                           provider="x") for _ in range(2))
+    epoch = asyncio.run(second.slot())
+    error = QuotaExceededError("x quota exhausted (HTTP 402)", retry_after=600.0, status_code=402)
+    asyncio.run(first.stop_fleet(error))
+    assert asyncio.run(second.clearance(clock.now(), epoch)) is None
+    with pytest.raises(QuotaExceededError, match="another worker") as info:
+        asyncio.run(second.slot())
+    assert info.value.retry_after == pytest.approx(600.0)  # the provider stated it
+
+
+def test_a_claimed_send_waiting_for_its_instant_checks_again_and_does_not_go() -> None:
+    from geotoolkit.engine.pacer import Pacer
+    from geotoolkit.gate import gate_key
+
+    clock = FakeClock(start=1_790_000_000.0)
+    error = QuotaExceededError("x quota exhausted (HTTP 402)", status_code=402)
+    gate = _StopAfterClaim(MemoryGate(clock=clock), error)
+    key = gate_key("api.example.com", SECRET)
+    pacer = Pacer(gate, key, RatePolicy(rate=1.0), clock=clock)  # type: ignore[arg-type]
+    epoch = asyncio.run(pacer.slot())
+    gate.gate.claim(key, 1.0)  # another worker's send: this one's claim waits a second
+    assert asyncio.run(pacer.clearance(clock.now(), epoch)) is None
