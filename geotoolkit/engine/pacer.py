@@ -37,6 +37,7 @@ from geotoolkit.gate.base import (
     pusher,
 )
 from geotoolkit.gate.stop import STOP_VALUE, FleetStop
+from geotoolkit.keys import is_keyed
 from geotoolkit.policy import RatePolicy
 from geotoolkit.progress import Event, FleetSampled, Throttled
 
@@ -558,7 +559,11 @@ class Pacer:
         """The provider said the key's quota is spent (``error``): publish a fleet stop
         on the gate (``geotoolkit.gate.stop``), so every worker on the key stops at its
         next claim or reservation instead of meeting its own. Never fails the batch: the
-        worker raises ``error`` either way."""
+        worker raises ``error`` either way. Only on a gate key of one API key
+        (``keys.is_keyed``): a keyless host's key is shared by every user agent and address
+        on the gate, and whatever quota such a host keeps is theirs, not the key's."""
+        if not is_keyed(self.key):
+            return
         stop = FleetStop.of(error, self.store_now(), secrets)
         publish = functools.partial(self.gate.set_value, self.key, STOP_VALUE, stop.to_json(),
                                     ttl_seconds=max(1.0, stop.remaining(self.store_now())))

@@ -13,7 +13,9 @@ not go, and the next reservation raises the same
 The stop ends at the provider's stated reset (``Retry-After``, ``X-RateLimit-Reset``,
 OpenCage's ``rate.reset``), else after ``DEFAULT_STOP_SECONDS``; ``geotoolkit gate resume``
 ends it sooner (it deletes the value). A gate's own ``Cap`` is not a stop: its count
-already stops every worker. An authentication refusal (401/403) publishes no stop (see
+already stops every worker. Only a gate key of one API key gets a stop
+(``geotoolkit.keys.is_keyed``: a keyless host's key is shared by every user agent and
+address on the gate). An authentication refusal (401/403) publishes no stop (see
 docs/fleet-gate.md). Stdlib only, over the pure core.
 """
 

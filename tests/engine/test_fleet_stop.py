@@ -196,3 +196,19 @@ def test_a_claimed_send_waiting_for_its_instant_checks_again_and_does_not_go() -
     epoch = asyncio.run(pacer.slot())
     gate.gate.claim(key, 1.0)  # another worker's send: this one's claim waits a second
     assert asyncio.run(pacer.clearance(clock.now(), epoch)) is None
+
+
+def test_a_keyless_hosts_402_stops_only_the_worker_that_met_it(sim: ProviderSimulator,
+                                                                clock: FakeClock) -> None:
+    """A gate key without an API key (``...:anonymous``) is shared by every user agent and
+    address on the gate: no fleet stop is published on it."""
+    sim.configure(daily_cap=1)
+    gate = MemoryGate(clock=clock)
+    first = engine(sim, clock, gate, api_key=None)
+    with pytest.raises(QuotaExceededError):
+        asyncio.run(first.run(queries("Landstrasse", 3)))
+    assert gate.values(first.pacer.key, STOP_VALUE) == {}
+    sent = len(sim.requests)
+    with pytest.raises(QuotaExceededError, match="HTTP 402"):
+        asyncio.run(engine(sim, clock, gate, api_key=None).run(queries("Aeulestrasse", 3)))
+    assert len(sim.requests) > sent  # its own 402s, as before
