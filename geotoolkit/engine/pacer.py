@@ -515,7 +515,8 @@ class Pacer:
         ended by then does not void it (a check a round trip before a slot reserved at the
         very end of the pause it was reserved in still sees that pause)."""
         instant = state.now if at is None else max(state.now, at)
-        stopped = getattr(state, "stop", None) is not None  # a fleet stop: no send goes
+        # A fleet stop: no send goes (one the reservation raises for: readable, as there).
+        stopped = FleetStop.from_json(getattr(state, "stop", None)) is not None
         return state.pause_until <= instant and state.epoch == epoch and not stopped
 
     def _slot_instant(self, slot: Reservation) -> float | None:

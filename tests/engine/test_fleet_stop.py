@@ -212,3 +212,18 @@ def test_a_keyless_hosts_402_stops_only_the_worker_that_met_it(sim: ProviderSimu
     with pytest.raises(QuotaExceededError, match="HTTP 402"):
         asyncio.run(engine(sim, clock, gate, api_key=None).run(queries("Aeulestrasse", 3)))
     assert len(sim.requests) > sent  # its own 402s, as before
+
+
+def test_an_unreadable_stop_value_stops_nothing() -> None:
+    """A value no version of geotoolkit wrote voids no send (it would void them all, and the
+    reservation, which raises only for a readable stop, would never end the run)."""
+    from geotoolkit.engine.pacer import Pacer
+    from geotoolkit.gate import gate_key
+
+    clock = FakeClock(start=1_790_000_000.0)
+    gate = MemoryGate(clock=clock)
+    key = gate_key("api.example.com", SECRET)
+    pacer = Pacer(gate, key, RatePolicy(rate=1.0), clock=clock)
+    gate.set_value(key, STOP_VALUE, "junk", ttl_seconds=60)
+    epoch = asyncio.run(pacer.slot())
+    assert asyncio.run(pacer.clearance(clock.now(), epoch)) is not None
