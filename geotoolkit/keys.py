@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-__all__ = ["gate_key", "namespace"]
+__all__ = ["gate_key", "is_keyed", "namespace"]
 
 
 def gate_key(host: str, api_key: str | None = None) -> str:
@@ -27,6 +27,16 @@ def gate_key(host: str, api_key: str | None = None) -> str:
         digest = hashlib.sha256(b"geotoolkit-gate:" + api_key.encode()).hexdigest()[:20]
         return f"geotoolkit:{host.lower()}:{digest}"
     return f"geotoolkit:{host.lower()}:anonymous"
+
+
+def is_keyed(key: str) -> bool:
+    """Whether a gate key belongs to one API key, not to every keyless user of the host (one
+    team's workers with many user agents and addresses, whose quotas, if any, are their own).
+
+    >>> is_keyed(gate_key("nominatim.openstreetmap.org")), is_keyed(gate_key("h.example", "k"))
+    (False, True)
+    """
+    return not key.endswith(":anonymous")
 
 
 def namespace(*parts: object) -> str:

@@ -28,6 +28,7 @@ from geotoolkit.display.fleet_text import (
     details_text,
     pace_text,
     pause_line,
+    stop_line,
 )
 
 __all__ = ["FleetPanel"]
@@ -36,7 +37,8 @@ _COLOURS = {"ok": "#2e7d32", "warning": "#b26a00", "danger": "#c62828", "muted":
 
 
 class _Card:
-    """The widgets of one key: heading, gauge (pace vs allowed), figures, pause, caps."""
+    """The widgets of one key: heading, a fleet stop, gauge (pace vs allowed), figures, pause,
+    caps."""
 
     def __init__(self, widgets: Any) -> None:
         row = widgets.Layout(width="100%", align_items="center")
@@ -46,8 +48,10 @@ class _Card:
         self.pace = widgets.HTML(layout=widgets.Layout(flex="1 1 auto", margin="0 0 0 12px"))
         self.details = widgets.HTML()
         self.pause = widgets.HTML(layout=widgets.Layout(display="none"))
+        self.stop = widgets.HTML(layout=widgets.Layout(display="none"))
         self.caps = widgets.HTML()
-        self.box = widgets.VBox([self.title, widgets.HBox([self.gauge, self.pace], layout=row),
+        self.box = widgets.VBox([self.title, self.stop,
+                                 widgets.HBox([self.gauge, self.pace], layout=row),
                                  self.details, self.pause, self.caps],
                                 layout=widgets.Layout(border_top="1px solid #eee", padding="4px 0"))
 
@@ -62,6 +66,9 @@ class _Card:
         pause = pause_line(view)
         self.pause.value = _span(pause, _COLOURS["warning"], bold=True) if pause else ""
         self.pause.layout.display = None if pause else "none"
+        stop = stop_line(view)
+        self.stop.value = _span(stop, _COLOURS["danger"], bold=True) if stop else ""
+        self.stop.layout.display = None if stop else "none"
         reset = caps_reset_text(view)
         self.caps.value = _span(caps_text(view) + (f"; {reset}" if reset else ""),
                                 _COLOURS["muted"])

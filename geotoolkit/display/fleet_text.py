@@ -3,7 +3,8 @@
 What is shown is gate status data, one mapping per gate key as
 ``geotoolkit gate status --json`` prints it (``KeyStatus.as_dict()``): the pace
 against the allowed rate, the adaptive factor, throttled answers (429s and 503s) per
-success over the stats window, a running pause with its cause, the workers active and the sends counted
+success over the stats window, a running pause with its cause, a fleet stop (the provider
+said the key's quota is spent) with its cause and end, the workers active and the sends counted
 toward the day's and the month's caps. A ``source`` callable returns the current
 list; this module never opens a gate and never drives the engine (the front end
 ``geotoolkit.fleet_panel`` wires a gate to it; the notebook panel is
@@ -57,6 +58,7 @@ __all__ = [
     "pace_text",
     "pause_line",
     "status_text",
+    "stop_line",
 ]
 
 #: Returns the current gate status data: one mapping per key (``KeyStatus.as_dict()``).
@@ -111,6 +113,10 @@ class KeyView:
     #: The time zone of the cap periods shown, and when the day's ends (0: unknown).
     cap_tz: str = "UTC"
     day_resets_at: float = 0.0
+    #: A fleet stop (the provider said the key's quota is spent): its remaining seconds
+    #: (0: none) and what it says.
+    stop_seconds: float = 0.0
+    stop_cause: str = ""
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> KeyView:
@@ -130,7 +136,9 @@ class KeyView:
             allowed_rate=_optional(status.get("allowed_rate")),
             day_used=_int(day.get("used")), day_period=redact(day.get("period", "")),
             month_used=_int(month.get("used")), month_period=redact(month.get("period", "")),
-            cap_tz=_zone(day.get("tz")), day_resets_at=_float(day.get("resets_at")))
+            cap_tz=_zone(day.get("tz")), day_resets_at=_float(day.get("resets_at")),
+            stop_seconds=max(0.0, _float(status.get("stop_remaining"))),
+            stop_cause=redact(status.get("stop_cause") or ""))
 
     @property
     def usage(self) -> float | None:
@@ -177,6 +185,19 @@ def pause_line(view: KeyView) -> str:
     return pause_phrase(view.pause_seconds, view.pause_cause)
 
 
+def stop_line(view: KeyView) -> str:
+    """``STOPPED 3540 s: quota spent: ...``: a fleet stop (the provider said the key's quota
+    is spent; ``geotoolkit gate resume`` ends it), or ``""`` when none.
+
+    >>> stop_line(KeyView.of({"key": "k", "stop_remaining": 59.5, "stop_cause": "quota spent"}))
+    'STOPPED 60 s: quota spent'
+    """
+    if view.stop_seconds <= 0:
+        return ""
+    cause = f": {view.stop_cause}" if view.stop_cause else ""
+    return f"STOPPED {math.ceil(view.stop_seconds - 1e-9)} s{cause}"
+
+
 def caps_text(view: KeyView) -> str:
     """``counted toward caps: 120 on 2024-03-01 (UTC day), 3400 in 2024-03 (UTC month)``:
     the periods of the zone asked (``gate status --cap-tz``).
@@ -211,8 +232,8 @@ def _zone(value: object) -> str:
 
 def key_lines(view: KeyView) -> list[str]:
     """The lines of one key's block: the key, then its figures (indented)."""
-    lines = [pace_text(view), details_text(view), pause_line(view), caps_text(view),
-             caps_reset_text(view)]
+    lines = [stop_line(view), pace_text(view), details_text(view), pause_line(view),
+             caps_text(view), caps_reset_text(view)]
     return [view.key, *(f"  {line}" for line in lines if line)]
 
 

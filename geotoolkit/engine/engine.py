@@ -579,6 +579,10 @@ class Engine:
         except RateLimitError:
             await self.circuit.answered(refused=True)
             raise
+        except QuotaExceededError as exc:  # the key's quota: stop every worker on it too
+            await self.circuit.answered()
+            await self.pacer.stop_fleet(exc, self.provider.secrets)
+            raise
         except BaseException:
             await self.circuit.answered()
             raise

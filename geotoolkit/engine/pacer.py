@@ -36,6 +36,8 @@ from geotoolkit.gate.base import (
     publish_pause,
     pusher,
 )
+from geotoolkit.gate.stop import STOP_VALUE, FleetStop
+from geotoolkit.keys import is_keyed
 from geotoolkit.policy import RatePolicy
 from geotoolkit.progress import Event, FleetSampled, Throttled
 
@@ -514,7 +516,9 @@ class Pacer:
         ended by then does not void it (a check a round trip before a slot reserved at the
         very end of the pause it was reserved in still sees that pause)."""
         instant = state.now if at is None else max(state.now, at)
-        return state.pause_until <= instant and state.epoch == epoch
+        # A fleet stop: no send goes (one the reservation raises for: readable, as there).
+        stopped = FleetStop.from_json(getattr(state, "stop", None)) is not None
+        return state.pause_until <= instant and state.epoch == epoch and not stopped
 
     def _slot_instant(self, slot: Reservation) -> float | None:
         """The instant a slot is due on the store's clock, when its send will be claimed
@@ -552,8 +556,30 @@ class Pacer:
         except QuotaExceededError as exc:
             exc.provider = exc.provider or self.provider
             raise
+        stop = FleetStop.from_json(getattr(reservation, "stop", None))
+        if stop is not None:  # another worker's provider said the key's quota is spent
+            raise stop.error(reservation.now, host=self.host, provider=self.provider)
         self._learn(reservation.rate_factor)
         return reservation
+
+    async def stop_fleet(self, error: QuotaExceededError, secrets: tuple[str, ...] = ()) -> None:
+        """The provider said the key's quota is spent (``error``): publish a fleet stop
+        on the gate (``geotoolkit.gate.stop``), so every worker on the key stops at its
+        next claim or reservation instead of meeting its own. Never fails the batch: the
+        worker raises ``error`` either way. Only on a gate key of one API key
+        (``keys.is_keyed``): a keyless host's key is shared by every user agent and address
+        on the gate, and whatever quota such a host keeps is theirs, not the key's."""
+        if not is_keyed(self.key):
+            return
+        stop = FleetStop.of(error, self.store_now(), secrets)
+        publish = functools.partial(self.gate.set_value, self.key, STOP_VALUE, stop.to_json(),
+                                    ttl_seconds=max(1.0, stop.remaining(self.store_now())))
+        try:
+            await call_gate(self.gate.blocking, publish)
+        except GeotoolkitError as exc:
+            log.warning("could not publish the fleet stop on %s: %s", self.host, exc)
+            return
+        log.warning("%s: %s", self.host, stop.cause(self.store_now()))
 
     def check_budget(self, wait: float, *, refusal: RateLimitError | None = None,
                      after: str | None = None) -> None:

@@ -1,5 +1,6 @@
 """The command line: ``geotoolkit geocode``, ``geotoolkit reverse``, ``geotoolkit demo``,
-``geotoolkit gate init``, ``geotoolkit gate status`` (see ``frontends.fleet_watch``).
+``geotoolkit gate init``, ``geotoolkit gate status``, ``geotoolkit gate resume`` (see
+``frontends.fleet_watch``).
 
 ``--provider census,nominatim`` runs a fallback chain (one ``--user-agent`` for all,
 ``--base-url NAME=URL`` per provider; an API key from ``--api-key-env`` only for a
@@ -41,7 +42,13 @@ from geotoolkit.display.model import summary_line
 from geotoolkit.display.sinks import progress_sink
 from geotoolkit.errors import ConfigurationError, ExportError, GeotoolkitError, RateLimitError
 from geotoolkit.export import FORMATS, check_exportable, read_results, write_results
-from geotoolkit.frontends.fleet_watch import add_status_parser, env_value, run_status
+from geotoolkit.frontends.fleet_watch import (
+    add_resume_parser,
+    add_status_parser,
+    env_value,
+    run_resume,
+    run_status,
+)
 from geotoolkit.gate.base import Cap
 from geotoolkit.gate.fallback import GateUnavailableWarning
 from geotoolkit.orchestration.frame import retry
@@ -200,6 +207,7 @@ def _parser() -> argparse.ArgumentParser:
                            description="Create the gate's tables ahead of time (PostgreSQL).")
     init.add_argument("url", help="the gate URL")
     add_status_parser(gate)
+    add_resume_parser(gate)
     return parser
 
 
@@ -557,7 +565,9 @@ def _dispatch(args: argparse.Namespace, sleep: Callable[[float], None]) -> int:
     if args.command == "demo":
         return _demo(args)
     if args.command == "gate":
-        return run_status(args, sleep=sleep) if args.gate_command == "status" else _gate_init(args.url)
+        if args.gate_command == "status":
+            return run_status(args, sleep=sleep)
+        return run_resume(args) if args.gate_command == "resume" else _gate_init(args.url)
     provider, naming = _providers(args)
     if args.command == "reverse":
         return _reverse(args, _options(args, provider, **naming))

@@ -3,7 +3,8 @@ notebook.
 
 Both show, for every key on a gate (or a provider's keys only), the pace against the
 allowed rate, the adaptive factor, throttled answers (429s, 503s) per success over the stats window, a running
-pause with its remaining seconds and cause, the workers active and the sends counted
+pause with its remaining seconds and cause, a fleet stop (a provider said the key's quota
+is spent) with its cause and end, the workers active and the sends counted
 toward the day's and the month's caps: the data of
 :func:`geotoolkit.gate.status.fleet_status`, rendered by
 :mod:`geotoolkit.display.fleet_panel`. Neither runs a batch.
@@ -12,7 +13,7 @@ The allowed rate is the rate times the adaptive factor. The rate is the one give
 (``rate=``, ``--rate``, or a provider instance's own), else one the fleet learned and
 kept on the gate, else the provider's published rate (by host); otherwise "unknown".
 Gate keys are hashes of the API keys and gate URLs are shown redacted: no secret is
-ever printed.
+ever printed. ``geotoolkit gate resume`` ends a fleet stop before its time.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.gate import Gate, open_gate
 from geotoolkit.gate.sqlite import default_gate_path
 from geotoolkit.gate.status import KeyStatus, fleet_status, host_of
+from geotoolkit.gate.stop import STOP_VALUE
 from geotoolkit.orchestration.options import GATE_URL_ENV
 from geotoolkit.periods import check_zone
 from geotoolkit.providers import POLICIES, PROVIDERS, get_provider
@@ -48,11 +50,13 @@ if TYPE_CHECKING:
 __all__ = [
     "WATCH_SECONDS",
     "Selection",
+    "add_resume_parser",
     "add_status_parser",
     "env_value",
     "fleet_panel",
     "provider_hosts",
     "published_rates",
+    "run_resume",
     "run_status",
     "select",
     "status_source",
@@ -284,6 +288,53 @@ def add_status_parser(actions: Any) -> None:
     cmd.add_argument("--json", action="store_true",
                      help="one JSON document (with --watch: one per line) instead of text")
     cmd.add_argument("--count", type=int, help=argparse.SUPPRESS)  # --watch: stop after N
+
+
+def add_resume_parser(actions: Any) -> None:
+    """Add ``resume`` to the ``geotoolkit gate`` sub-commands: end fleet stops sooner."""
+    cmd = actions.add_parser(
+        "resume", help="end a fleet stop (a provider said a key's quota is spent) before its time",
+        description="End the fleet stop on a gate's keys: after a provider said a key's quota is "
+                    "spent (HTTP 402), every worker on the key stops until the reset the provider "
+                    "stated, else for an hour. Resume sooner when the quota came back (a plan "
+                    "upgraded, a new day). Only the stop ends: pauses, caps and counts stay.")
+    cmd.add_argument("url", nargs="?", metavar="URL",
+                     help="the gate: sqlite:///path, redis://..., postgresql://... (default: "
+                          f"--gate-env, else ${GATE_URL_ENV}, else the SQLite file in your "
+                          "cache dir)")
+    cmd.add_argument("--gate-env", metavar="VAR",
+                     help="read the gate URL from this environment variable (keeps a password "
+                          "off the command line)")
+    cmd.add_argument("--provider", metavar="NAME",
+                     help="only the keys of this provider's public service (a name such as "
+                          "opencage), or of a host (default: every key)")
+
+
+def run_resume(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """``geotoolkit gate resume``: delete the fleet stop of every selected key; say which."""
+    out = out or sys.stdout
+    url = _gate_url(args)
+    password = _password(url)
+    selection = select(args.provider)
+    try:
+        gate = _open(url)
+    except GateError as exc:
+        raise ConfigurationError(redact(f"gate {redact(url, [password])} unreachable: {exc}",
+                                        [password])) from None
+    try:
+        ended = [s for s in _statuses(gate, selection)
+                 if s.stop_cause and gate.delete_value(s.key, STOP_VALUE)]
+    except GateError as exc:
+        raise ConfigurationError(redact(str(exc), [password])) from None
+    finally:
+        gate.close()
+    for status in ended:
+        out.write(f"ended the fleet stop on {status.key} ({status.stop_cause})\n")
+    if not ended:
+        out.write("no fleet stop on " + (f"the keys of {selection.label}" if selection.label
+                                         else "this gate") + "\n")
+    out.flush()
+    return 0
 
 
 #: What an environment variable's name looks like (POSIX); anything else given to a

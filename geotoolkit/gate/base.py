@@ -36,6 +36,10 @@ fleet-wide circuit breaker: its state, a half-open probe lease)::
     values(key, prefix="")                                 # {name: value}, live ones only
     delete_value(key, name, only_if=value)                 # release the lease you hold
 
+A fleet stop (``geotoolkit.gate.stop``) is such a value, ``stop``: the provider said the
+key's quota is spent. ``reserve``, ``claim`` and ``state`` read it in their own round
+trip and return it (``Reservation.stop``, ``Claim.stop``, ``GateState.stop``).
+
 Each call is atomic (one Lua script call, one SQL statement, one ``BEGIN IMMEDIATE``
 transaction, one lock). An expired value is absent: ``only_if_absent`` takes it
 over, ``values`` does not list it, ``delete_value`` answers False. Values never
@@ -106,6 +110,8 @@ class GateState:
     #: The seconds late sends have pushed the fleet's claims back in all (see
     #: ``Gate.claim``); a count that restarts after an hour without a push.
     pushed: float = 0.0
+    #: The key's fleet stop, read in the same round trip (see ``Reservation.stop``).
+    stop: str | None = None
 
     @property
     def pause_remaining(self) -> float:
@@ -196,6 +202,9 @@ class Reservation:
     epoch: int = 0
     rate_factor: float = 1.0
     usage: Usage | None = None
+    #: The key's fleet stop, read in the same round trip (``geotoolkit.gate.stop``; the
+    #: shared value's text, ``None``: none): the provider said the key's quota is spent.
+    stop: str | None = None
 
 
 @dataclass(frozen=True)
@@ -223,6 +232,9 @@ class Claim:
     #: if this send is the first after ``pause_until`` and is refused too, the pause it
     #: publishes backs off longer (``Gate.pause``'s ``resumed``).
     resumes: int = 0
+    #: The key's fleet stop, read in the same round trip (see ``Reservation.stop``): the
+    #: send must not go.
+    stop: str | None = None
 
     @property
     def pause_remaining(self) -> float:

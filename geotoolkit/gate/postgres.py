@@ -300,6 +300,11 @@ class PostgresStore(Primitives):
         conn = self._conn
         if conn is None or conn.closed or conn.broken:
             return False
+        if isinstance(exc, pg_errors.InvalidSqlStatementName):
+            # psycopg took a statement for prepared whose Parse the server skipped (it was
+            # in a pipeline a lock timeout aborted): every later call on this session fails
+            # on it. A new session starts with no prepared statements.
+            return False
         return isinstance(exc, _TIMED_OUT) or not isinstance(exc, psycopg.OperationalError)
 
     def _maybe_sweep(self, conn: psycopg.Connection[Any]) -> None:

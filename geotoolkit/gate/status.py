@@ -1,9 +1,10 @@
 """What a gate knows about each key's fleet: the data of ``geotoolkit gate status URL --json``.
 
 ``fleet_status(gate)`` lists every gate key with a pacing state on the store (or
-the one given) with its pace, adaptive factor, throttled answers (429s, 503s) per success, running pause,
-active workers and cap counts of the current day and month (of UTC's calendar, or of
-the zone given as ``tz``: where the provider's quota resets). A gate key is a
+the one given) with its pace, adaptive factor, throttled answers (429s, 503s) per success,
+running pause, fleet stop (the provider said the key's quota is spent: its cause and
+end), active workers and cap counts of the current day and month (of UTC's calendar, or
+of the zone given as ``tz``: where the provider's quota resets). A gate key is a
 hash of the API key (``geotoolkit.keys.gate_key``): no secret is ever shown.
 
 >>> from geotoolkit.clock import FakeClock
@@ -48,6 +49,7 @@ from typing import Any, Literal
 
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.gate.base import FleetStats, Gate, Usage
+from geotoolkit.gate.stop import STOP_VALUE, FleetStop
 from geotoolkit.periods import check_zone
 from geotoolkit.redact import redact
 
@@ -92,12 +94,20 @@ class KeyStatus:
     rate_source: RateSource = ""
     #: ``rate * rate_factor``: what the fleet may send now (``None``: unknown).
     allowed_rate: float | None = None
+    #: A fleet stop (``geotoolkit.gate.stop``: the provider said the key's quota is spent):
+    #: its remaining seconds (0: none), its end (epoch seconds, store clock; 0: none) and
+    #: what it says (the provider's words, redacted).
+    stop_remaining: float = 0.0
+    stop_until: float = 0.0
+    stop_cause: str = ""
     #: When this was read, on the store's clock (epoch seconds; not compared).
     now: float = field(default=0.0, compare=False)
 
     @classmethod
     def of(cls, key: str, stats: FleetStats, day: Usage, month: Usage, *,
-           rate: float | None = None, rate_source: RateSource = "") -> KeyStatus:
+           rate: float | None = None, rate_source: RateSource = "",
+           stop: FleetStop | None = None) -> KeyStatus:
+        stopped = stop is not None and stop.remaining(stats.now) > 0
         ratio = (stats.throttled / stats.successes if stats.successes
                  else (0.0 if not stats.throttled else None))
         allowed = None if rate is None else rate * stats.rate_factor
@@ -107,7 +117,11 @@ class KeyStatus:
                    pause_remaining=stats.pause_remaining, pause_cause=redact(stats.pause_cause),
                    workers_active=stats.workers_active, day=day, month=month,
                    host=host_of(key), rate=rate, rate_source=rate_source if rate else "",
-                   allowed_rate=allowed, now=stats.now)
+                   allowed_rate=allowed,
+                   stop_remaining=stop.remaining(stats.now) if stop and stopped else 0.0,
+                   stop_until=stop.until if stop and stopped else 0.0,
+                   stop_cause=redact(stop.cause(stats.now)) if stop and stopped else "",
+                   now=stats.now)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain data (JSON types only)."""
@@ -152,9 +166,9 @@ def fleet_status(
         counts are shown, and when they reset. Caps counted in another zone count apart
         (``Cap(n, tz=...)``).
 
-    Each key costs one round trip: its stats (with the rate its fleet discovered, if
+    Each key costs two round trips: its stats (with the rate its fleet discovered, if
     it had to) and cap counts (one ``snapshot``; two reads and a stats call on a gate
-    that has none).
+    that has none), and its fleet stop, if any (``geotoolkit.gate.stop``).
     """
     tz = check_zone(tz)
     keys = [key] if key is not None else _keys(gate)
@@ -172,7 +186,14 @@ def _status(gate: Gate, key: str, rate: float | None, published: Mapping[str, fl
         rate, source = stats.learned_rate, "learned"
     if rate is None:
         rate, source = published.get(host_of(key)), "published"
-    return KeyStatus.of(key, stats, day, month, rate=rate, rate_source=source)
+    return KeyStatus.of(key, stats, day, month, rate=rate, rate_source=source,
+                         stop=_stop(gate, key))
+
+
+def _stop(gate: Gate, key: str) -> FleetStop | None:
+    """The key's fleet stop, if any (a gate without shared values keeps none)."""
+    values = getattr(gate, "values", None)
+    return None if values is None else FleetStop.from_json(values(key, STOP_VALUE).get(STOP_VALUE))
 
 
 def host_of(key: str) -> str:

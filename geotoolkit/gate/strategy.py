@@ -24,6 +24,10 @@ decided here, once, for memory, SQLite, Redis and PostgreSQL alike:
   increment is undone and ``QuotaExceededError`` raised without reserving (its
   ``retry_after``: the seconds to the period's end, the zone's next midnight).
 
+- **a fleet stop** (``geotoolkit.gate.stop``): the shared value ``stop`` of the key,
+  read in the round trip of every ``reserve``, ``claim`` and ``state`` and returned
+  with them.
+
 Round trips per call (each a ``store.run`` batch; see docs/fleet-gate.md):
 ``claim`` 1 (2 when it realigns the slots), ``push`` 1, ``reserve`` 1 (2 with a cap;
 +1 for a key's first reservation on this instance; +1 to give back a cap count when the
@@ -94,6 +98,7 @@ from geotoolkit.gate.primitives import (
     Slot,
     StoreState,
 )
+from geotoolkit.gate.stop import STOP_VALUE
 from geotoolkit.periods import Period, check_zone, period_of
 
 __all__ = ["FleetGate", "fleet_key", "sent_key"]
@@ -291,20 +296,23 @@ class FleetGate:
             aimd = self._factor(key)[1]  # as read with the count, just now
             factor, said = aimd.slot_factor, aimd.factor
             try:
-                slot: Slot = self._run([Reserve(key, interval / factor + spacing, horizon)])[0]
+                stopped, slot = self._run([ReadValues(key, STOP_VALUE),
+                                           Reserve(key, interval / factor + spacing, horizon)])
             except GateError:
                 with contextlib.suppress(GateError):  # best effort: the store may be down
                     self._uncount(key, usage, cost)
                 raise
-            if not slot.reserved:
+            if not slot.reserved or STOP_VALUE in stopped:  # stopped: nothing will be sent
                 usage = self._uncount(key, usage, cost)
         else:
-            *_, values, slot = self._run([*credit, *counted, self._read_state_value(key, name),
-                                          Reserve(key, interval / factor + spacing, horizon)])
+            *_, values, stopped, slot = self._run([
+                *credit, *counted, self._read_state_value(key, name), ReadValues(key, STOP_VALUE),
+                Reserve(key, interval / factor + spacing, horizon)])
             fresh = self._learn(key, values)[1].slot_factor
             if slot.reserved and fresh < factor * (1 - 1e-9):
                 self._respace(key, interval, factor, fresh)
-        return Reservation(slot.wait, slot.now, slot.reserved, slot.epoch, said, usage)
+        return Reservation(slot.wait, slot.now, slot.reserved, slot.epoch, said, usage,
+                           stop=stopped.get(STOP_VALUE))
 
     def _respace(self, key: str, interval: float, used: float, fresh: float) -> None:
         """Paced at a factor another worker has just cut: reserve the missing spacing too."""
@@ -317,9 +325,9 @@ class FleetGate:
         """Space a send ``interval`` from the fleet's previous one as it leaves (a GCRA
         slot on ``sent_key(key)``, never refused) and read ``key``'s pause: one round trip
         (two when it moves the slots behind a queue of claims, see ``_realign``)."""
-        slot, state, values, pushed = self._run([
+        slot, state, values, pushed, stopped = self._run([
             Reserve(sent_key(key), interval, FAR), ReadState(key), self._read_state_value(key),
-            ReadCounters(sent_key(key), (_PUSHED,))])
+            ReadCounters(sent_key(key), (_PUSHED,)), ReadValues(key, STOP_VALUE)])
         aimd = self._learn(key, values)[1]
         factor = aimd.factor
         # The wait to the slot's own instant from the state's reading: a store that runs
@@ -331,7 +339,7 @@ class FleetGate:
         wait = slot.now + slot.wait - state.now
         self._realign(key, wait, state, factor, values.get(self._name(key) + _ALIGNED))
         return Claim(wait, state.now, state.pause_until, state.epoch, factor, pushed=_pushed(pushed),
-                     resumes=aimd.resumes)
+                     resumes=aimd.resumes, stop=stopped.get(STOP_VALUE))
 
     def push(self, key: str, seconds: float) -> None:
         """A send left ``seconds`` late: space the fleet's next claim that much later, and
@@ -554,10 +562,11 @@ class FleetGate:
     def state(self, key: str) -> GateState:
         """The key's pacing state and the fleet's adaptive factor, in one round trip."""
         current: StoreState
-        current, values, pushed = self._run([ReadState(key), self._read_state_value(key),
-                                             ReadCounters(sent_key(key), (_PUSHED,))])
-        return current.gate_state(rate_factor=self._learn(key, values)[1].factor,
-                                  pushed=_pushed(pushed))
+        current, values, pushed, stopped = self._run([
+            ReadState(key), self._read_state_value(key), ReadCounters(sent_key(key), (_PUSHED,)),
+            ReadValues(key, STOP_VALUE)])
+        return replace(current.gate_state(rate_factor=self._learn(key, values)[1].factor,
+                                          pushed=_pushed(pushed)), stop=stopped.get(STOP_VALUE))
 
     # -- stats and heartbeats ----------------------------------------------------------------------
 

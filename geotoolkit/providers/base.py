@@ -46,6 +46,7 @@ __all__ = [
     "response_date",
     "safe_text",
     "said",
+    "stated_wait",
 ]
 
 #: The longest query text a GET API is sent by default. Servers commonly cap a request
@@ -215,6 +216,20 @@ def response_date(response: httpx.Response) -> datetime | None:
         return None
 
 
+def stated_wait(response: httpx.Response) -> float | None:
+    """The seconds the provider says to wait: ``Retry-After`` (an HTTP-date read against the
+    response's ``Date``), else the quota's reset in its rate-limit headers; ``None``: none.
+
+    >>> stated_wait(httpx.Response(402, headers={"X-RateLimit-Reset": "90"}))
+    90.0
+    """
+    date = response_date(response)
+    hint = parse_retry_after(response.headers.get("retry-after"), now=date)
+    if hint is None:  # no Retry-After: the quota's reset, where the provider says it
+        hint = parse_rate_limit_reset(response.headers, now=date)
+    return hint
+
+
 def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> None:
     """Map the statuses every provider shares to exceptions; let 2xx, 3xx and the other 4xx
     through. A 5xx, a 408 and a 425 (a request timeout, "too early": no fault of the
@@ -233,20 +248,17 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
     if status in (401, 402, 403):
         why = said(response, secrets)
         why = f": {why}" if why else ""
-        if status == 402:
+        if status == 402:  # its reset, where the provider says it: the fleet stop's end
             raise QuotaExceededError(f"{provider} quota exhausted (HTTP 402){why}",
+                                     retry_after=stated_wait(response),
                                      provider=provider, status_code=status)
         what = "the credentials" if secrets else "the request, which carried no API key,"
         raise AuthenticationError(f"{provider} refused {what} (HTTP {status}){why}",
                                   provider=provider, status_code=status)
     if status in (429, 503):
-        date = response_date(response)
-        hint = parse_retry_after(response.headers.get("retry-after"), now=date)
-        if hint is None:  # no Retry-After: the quota's reset, where the provider says it
-            hint = parse_rate_limit_reset(response.headers, now=date)
         raise RateLimitError(
             f"{provider} is throttling (HTTP {status})",
-            retry_after=hint, provider=provider, status_code=status)
+            retry_after=stated_wait(response), provider=provider, status_code=status)
     if status >= 500 or status in _NOT_NOW:
         why = said(response, secrets)  # a proxy's or a gateway's page tells whose failure it is
         what = _NOT_NOW.get(status, "is unavailable")

@@ -7,10 +7,11 @@ from typing import Any
 
 import httpx
 
-from geotoolkit.errors import ProviderUnavailableError
+from geotoolkit.errors import ProviderUnavailableError, QuotaExceededError
+from geotoolkit.policy import parse_rate_limit_reset
 from geotoolkit.providers import _fields as f
 from geotoolkit.providers._common import HTTPProvider, one_line
-from geotoolkit.providers.base import json_or_none
+from geotoolkit.providers.base import json_or_none, response_date
 from geotoolkit.providers.precision import precision_of
 from geotoolkit.results import Failure, NoMatch, Outcome, Place, Query, ReverseQuery
 
@@ -92,7 +93,12 @@ class OpenCage(HTTPProvider):
                                            status_code=408)
         if code >= 400 > response.status_code:  # trust the body's status over a proxy's 200
             response = httpx.Response(code, headers=response.headers, content=response.content)
-        return super().parse_response(query, response)
+        try:
+            return super().parse_response(query, response)
+        except QuotaExceededError as exc:  # the body's ``rate.reset`` when no header said it
+            if exc.retry_after is None:
+                exc.retry_after = _body_reset(response)
+            raise
 
     def _check(self, response: httpx.Response) -> Outcome | None:
         status = response.status_code
@@ -143,6 +149,21 @@ def _body_status(response: httpx.Response) -> Mapping[str, Any]:
     body = json_or_none(response)
     status = body.get("status") if isinstance(body, Mapping) else None
     return status if isinstance(status, Mapping) else {}
+
+
+def _body_reset(response: httpx.Response) -> float | None:
+    """The seconds to the quota's reset that the body's ``rate.reset`` (a Unix time) says.
+
+    >>> _body_reset(httpx.Response(402, headers={"Date": "Tue, 14 Nov 2023 22:13:20 GMT"},
+    ...                            json={"rate": {"remaining": 0, "reset": 1700003600}}))
+    3600.0
+    """
+    body = json_or_none(response)
+    rate = body.get("rate") if isinstance(body, Mapping) else None
+    reset = rate.get("reset") if isinstance(rate, Mapping) else None
+    if isinstance(reset, bool) or not isinstance(reset, int | float):
+        return None
+    return parse_rate_limit_reset({"X-RateLimit-Reset": str(reset)}, now=response_date(response))
 
 
 def _body_code(response: httpx.Response) -> int | None:

@@ -295,3 +295,26 @@ def test_running_the_cell_again_stops_the_panel_it_showed_before(tmp_path: Path,
         ("report" if ids else None, report),
     ])
     assert printed.strip() == "[False, True, True] 2"
+
+
+def test_a_fleet_stop_is_shown_with_its_cause_and_end_until_it_is_resumed(gate: Gate) -> None:
+    from geotoolkit.errors import QuotaExceededError
+    from geotoolkit.gate.stop import STOP_VALUE, FleetStop
+
+    key = gate_key(HOST, API_KEY)
+    gate.reserve(key, 1.0)
+    panel = panel_over(gate)
+    card = panel.cards[key]
+    assert card.stop.layout.display == "none" and card.stop.value == ""
+    error = QuotaExceededError(f"opencage quota exhausted (HTTP 402): key {API_KEY} spent",
+                               retry_after=7200.0, status_code=402)
+    stop = FleetStop.of(error, START, (API_KEY,))  # as the engine publishes it: redacted
+    gate.set_value(key, STOP_VALUE, stop.to_json(), ttl_seconds=7200)
+    panel.refresh()
+    assert card.stop.layout.display is None
+    assert "STOPPED 7200 s: quota spent: opencage quota exhausted (HTTP 402)" in card.stop.value
+    assert "until 2024-03-01 02:00:00 UTC" in card.stop.value
+    assert API_KEY not in panel.text() and "STOPPED 7200 s" in panel.text()
+    gate.delete_value(key, STOP_VALUE)  # what `geotoolkit gate resume` does
+    panel.refresh()
+    assert card.stop.layout.display == "none"

@@ -134,5 +134,6 @@ def test_the_engine_s_common_reservation_is_one_batch_of_few_primitives(store: A
         gate.reserve(key, 0.001, report=Report(1, 1, 0))
     finally:
         gate.store = counting.inner
-    # Count the report, read the factor, reserve: three primitives, one round trip.
-    assert (counting.rounds, counting.ops) == (1, 3)
+    # Count the report, read the factor and the fleet stop, reserve: four primitives, one
+    # round trip.
+    assert (counting.rounds, counting.ops) == (1, 4)
