@@ -254,15 +254,9 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(f"a rate must be requests/s > 0, got {text!r}") from None
 
 
-def add_status_parser(actions: Any) -> None:
-    """Add ``status`` to the ``geotoolkit gate`` sub-commands."""
-    cmd = actions.add_parser(
-        "status", help="show the fleet on every key of a gate (pace, pauses, workers, caps)",
-        description="Show, for every key on a gate, the pace against the allowed rate, the "
-                    "adaptive factor, throttled answers (429s, 503s) per success, a running "
-                    "pause and its cause, the workers active and the requests counted toward "
-                    "daily and monthly caps. "
-                    "Keys are hashes of the API keys; the gate URL is shown redacted.")
+def _add_gate_keys(cmd: argparse.ArgumentParser) -> None:
+    """The arguments naming a gate and which of its keys: ``URL``, ``--gate-env``,
+    ``--provider`` (``gate status`` and ``gate resume`` alike)."""
     cmd.add_argument("url", nargs="?", metavar="URL",
                      help="the gate: sqlite:///path, redis://..., postgresql://... (default: "
                           f"--gate-env, else ${GATE_URL_ENV}, else the SQLite file in your "
@@ -273,6 +267,18 @@ def add_status_parser(actions: Any) -> None:
     cmd.add_argument("--provider", metavar="NAME",
                      help="only the keys of this provider's public service (a name such as "
                           "opencage), or of a host (default: every key)")
+
+
+def add_status_parser(actions: Any) -> None:
+    """Add ``status`` to the ``geotoolkit gate`` sub-commands."""
+    cmd = actions.add_parser(
+        "status", help="show the fleet on every key of a gate (pace, pauses, workers, caps)",
+        description="Show, for every key on a gate, the pace against the allowed rate, the "
+                    "adaptive factor, throttled answers (429s, 503s) per success, a running "
+                    "pause and its cause, the workers active and the requests counted toward "
+                    "daily and monthly caps. "
+                    "Keys are hashes of the API keys; the gate URL is shown redacted.")
+    _add_gate_keys(cmd)
     cmd.add_argument("--rate", type=_rate, metavar="R",
                      help="the rate the fleet is configured with, in requests/s (default: a "
                           "rate learned on the gate, else the provider's published rate, else "
@@ -298,16 +304,7 @@ def add_resume_parser(actions: Any) -> None:
                     "spent (HTTP 402), every worker on the key stops until the reset the provider "
                     "stated, else for an hour. Resume sooner when the quota came back (a plan "
                     "upgraded, a new day). Only the stop ends: pauses, caps and counts stay.")
-    cmd.add_argument("url", nargs="?", metavar="URL",
-                     help="the gate: sqlite:///path, redis://..., postgresql://... (default: "
-                          f"--gate-env, else ${GATE_URL_ENV}, else the SQLite file in your "
-                          "cache dir)")
-    cmd.add_argument("--gate-env", metavar="VAR",
-                     help="read the gate URL from this environment variable (keeps a password "
-                          "off the command line)")
-    cmd.add_argument("--provider", metavar="NAME",
-                     help="only the keys of this provider's public service (a name such as "
-                          "opencage), or of a host (default: every key)")
+    _add_gate_keys(cmd)
 
 
 def run_resume(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
