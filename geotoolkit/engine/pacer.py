@@ -526,7 +526,7 @@ class Pacer:
         very end of the pause it was reserved in still sees that pause)."""
         instant = state.now if at is None else max(state.now, at)
         # A fleet stop: no send goes (one the reservation raises for: readable, as there).
-        stopped = FleetStop.from_json(getattr(state, "stop", None)) is not None
+        stopped = FleetStop.from_json(state.stop) is not None
         return state.pause_until <= instant and state.epoch == epoch and not stopped
 
     def _slot_instant(self, slot: Reservation) -> float | None:
@@ -565,7 +565,7 @@ class Pacer:
         except QuotaExceededError as exc:
             exc.provider = exc.provider or self.provider
             raise
-        stop = FleetStop.from_json(getattr(reservation, "stop", None))
+        stop = FleetStop.from_json(reservation.stop)
         if stop is not None:  # another worker's provider said the key's quota is spent
             raise stop.error(reservation.now, host=self.host, provider=self.provider)
         self._learn(reservation.rate_factor)
