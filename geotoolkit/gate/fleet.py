@@ -138,7 +138,8 @@ class AimdState:
     #: the limit for ever).
     halved: bool = False
     #: The factor is a cut the count of an event set (not a return to where a climb began,
-    #: nor lifted by what the fleet sustained): refused at it again, the count misread.
+    #: nor lifted by what the fleet sustained, nor a cut under the level that held):
+    #: refused at it again, the count misread.
     counted: bool = False
     #: 429s on the fleet's first send after a pause, in a row (no success seen since):
     #: the pause was not enough, so the next one backs off longer (see ``refused_resume``).
@@ -451,7 +452,8 @@ class AimdState:
             if proven:
                 shown = max(held or 0.0, base)
                 held, halved = shown, halved and shown == held
-        if self.held is not None and held is None:
+        under_held = self.held is not None and held is None
+        if under_held:
             # Refused at the level that held (at a limiter's very limit: its jitter): a
             # little under it, once; refused there again, the count decides.
             proposed = max(proposed, at * aimd.held_cut)
@@ -468,7 +470,10 @@ class AimdState:
         # Refused at this factor: the ceiling, the lowest refused since the last calm.
         # (Discovering, the growth found it: the cut stands, and the fleet steps toward it.)
         ceiling = at if first or self.ceiling is None else min(self.ceiling, at)
-        counted = pinned is None and math.isclose(factor, at * multiplier)
+        # A cut under the level that held is the margin of its jitter, not a count's reading
+        # of a limit: refused at it, the count decides, not the cycle (measured: a cycle of
+        # 4.2 s, its 1 s pause included, read 0.76 of a pace the limiter had answered).
+        counted = pinned is None and not under_held and math.isclose(factor, at * multiplier)
         cut = replace(state, factor=factor, decreased_at=now, increased_at=climb, ceiling=ceiling,
                       held=held, halved=halved, counted=counted)
         if doubt:

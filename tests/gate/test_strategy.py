@@ -585,3 +585,30 @@ def test_a_429_after_a_calm_with_nothing_on_record_logs_the_calm_not_a_count(
     assert gate.stats(KEY).rate_factor == pytest.approx(1.0 - Aimd().below_ceiling)
     assert "(a calm since before anything on record" in caplog.text
     assert "e+" not in caplog.text
+
+
+def test_refused_again_under_the_level_that_held_the_count_decides_not_the_cycle() -> None:
+    """2x on a leaky bucket with no burst, 1 200 rows (docs/fleet-benchmark.md, "Beyond the
+    targets"): the climb refused just over 0.5 showed 0.5 held; a jitter 429 there after
+    110 successes was cut by its count to 0.49; another at 0.49, 30 successes later, was
+    read by the cycle rule (4.2 s, its 1 s pause included: 0.756 of the pace) and cut to
+    0.363, 27 % under the limit for the next minute. The cut under the level that held is
+    the margin of its jitter, not a count's reading of a limit: refused at it, the count
+    decides (as ``Aimd.held_cut`` says), and only a cut the count set after that is
+    checked against the cycle."""
+    a = Aimd()
+    cold = AimdState().throttled(0.0, 0.0, 1.0, a, sends=0)
+    climbing = replace(cold, factor=0.78, increased_at=2.0)
+    back = climbing.throttled(3.3, 1.0, 4.3, a, sends=17, refused=0.532, floor=0.466)
+    assert (back.factor, back.held, back.ceiling) == (0.5, 0.5, 0.532)
+    jitter = back.throttled(15.4, 4.3, 16.4, a, sends=110, refused=0.5, floor=0.909,
+                            cycle=0.811)
+    assert jitter.factor == pytest.approx(0.49) and jitter.held is None
+    again = jitter.throttled(19.7, 16.4, 20.7, a, sends=30, refused=0.49, floor=0.741,
+                             cycle=0.756)
+    assert again.factor == pytest.approx(0.49 * a.cut(30))  # the count: 3 %, not 26 %
+    assert AimdState.from_text(again.to_text()) == again
+    # Refused at that count's cut too: now the count may have misread, the cycle decides.
+    third = again.throttled(24.0, 20.7, 25.0, a, sends=30, refused=again.factor, floor=0.5,
+                            cycle=0.7)
+    assert third.factor == pytest.approx(again.factor * 0.7 * (1 - a.below_ceiling))
