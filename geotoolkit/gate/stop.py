@@ -106,9 +106,12 @@ class FleetStop:
         >>> print(FleetStop(1_700_003_600.0, "x quota exhausted (HTTP 402)", 402, True).cause(0.0))
         quota spent: x quota exhausted (HTTP 402); every worker on the key stops until 2023-11-14 23:13:20 UTC
         """
+        return f"quota spent: {self.reason}; every worker on the key stops {self._until()}"
+
+    def _until(self) -> str:
+        """When the stop ends, in words, and whether the provider said so."""
         end = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.until))
-        how = "" if self.stated else " (a default: the provider stated no reset)"
-        return f"quota spent: {self.reason}; every worker on the key stops until {end}{how}"
+        return f"until {end}{'' if self.stated else ' (a default: the provider stated no reset)'}"
 
     def error(self, now: float, *, host: str = "", provider: str | None = None
               ) -> QuotaExceededError:
@@ -119,9 +122,8 @@ class FleetStop:
         where = f"{host}: " if host else ""
         return QuotaExceededError(
             f"{where}another worker on this API key was told its quota is spent "
-            f"({self.reason}); the fleet stops on the key for {left:.0f} s more, until "
-            f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(self.until))}"
-            f"{'' if self.stated else ' (a default: the provider stated no reset)'}. "
+            f"({self.reason}); the fleet stops on the key for {left:.0f} s more, "
+            f"{self._until()}. "
             "Finished rows are kept; `geotoolkit gate resume` ends the stop sooner.",
             retry_after=left if self.stated else None, provider=provider,
             status_code=self.status)
