@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fleetbench.proxy import Proxy, binary
 
-__all__ = ["Nginx", "nginx_binary"]
+__all__ = ["Nginx", "configuration", "nginx_binary"]
 
 _CONFIG = """\
 daemon off;
@@ -47,8 +47,18 @@ http {{
             proxy_set_header Connection "";
             proxy_set_header Host $http_host;
         }}
-    }}
+{refused}    }}
 }}
+"""
+
+#: With ``retry_after``: the refusal is answered from a named location that adds the header
+#: (``add_header`` in the proxied location would not reach nginx's own error pages).
+_REFUSED = """        error_page {status} = @refused;
+        location @refused {{
+            default_type application/json;
+            add_header Retry-After {seconds} always;
+            return {status} '{{"error": "rate limited"}}';
+        }}
 """
 
 
@@ -61,6 +71,33 @@ def _rate(rate: float) -> str:
     return f"{rate:g}r/s" if float(rate).is_integer() else f"{round(rate * 60)}r/m"
 
 
+def configuration(directory: Path, rate: float, upstream: int, port: int, burst: int,
+                  zone_key: str = "$arg_key", *, status: int | None = 429, nodelay: bool = True,
+                  retry_after: int | None = None) -> str:
+    """The configuration of an nginx in ``directory`` (see ``Nginx``).
+
+    >>> text = configuration(Path("/x"), 10.0, 8000, 8001, 0, retry_after=1)
+    >>> "limit_req zone=bench nodelay;" in text, "limit_req_status 429;" in text
+    (True, True)
+    >>> for line in text.splitlines()[text.splitlines().index("        error_page 429 = @refused;"):][:6]:
+    ...     print(line.strip())
+    error_page 429 = @refused;
+    location @refused {
+    default_type application/json;
+    add_header Retry-After 1 always;
+    return 429 '{"error": "rate limited"}';
+    }
+    >>> "@refused" in configuration(Path("/x"), 10.0, 8000, 8001, 1)
+    False
+    """
+    refused = (_REFUSED.format(status=status or 503, seconds=retry_after)
+               if retry_after is not None else "")
+    return _CONFIG.format(
+        dir=directory, rate=_rate(rate), upstream=upstream, port=port, zone_key=zone_key,
+        burst=f" burst={burst}" if burst else "", nodelay=" nodelay" if nodelay else "",
+        status=f"    limit_req_status {status};\n" if status else "", refused=refused)
+
+
 class Nginx(Proxy):
     """nginx in front of ``127.0.0.1:upstream``, limiting each key to ``rate`` with ``burst``.
 
@@ -68,20 +105,21 @@ class Nginx(Proxy):
     ``$remote_addr``: each client address, for a provider without keys such as Nominatim).
     ``status``: the refusal's status (``None``: nginx's default, 503, an HTML page);
     ``nodelay=False``: requests within the burst are delayed (queued) to the rate, not
-    passed at once; only those beyond it are refused.
+    passed at once; only those beyond it are refused. ``retry_after``: the refusal carries
+    ``Retry-After`` with these seconds, as gateways configured to send one do (nginx itself
+    sends none).
     """
 
     name, package = "nginx", "nginx-light"
 
     def __init__(self, upstream: int, rate: float, burst: int, workdir: Path,
                  zone_key: str = "$arg_key", *, status: int | None = 429,
-                 nodelay: bool = True) -> None:
+                 nodelay: bool = True, retry_after: int | None = None) -> None:
         super().__init__(upstream, workdir)
         self.config = self.dir / "nginx.conf"
-        self.config.write_text(_CONFIG.format(
-            dir=self.dir, rate=_rate(rate), upstream=upstream, port=self.port, zone_key=zone_key,
-            burst=f" burst={burst}" if burst else "", nodelay=" nodelay" if nodelay else "",
-            status=f"    limit_req_status {status};\n" if status else ""))
+        self.config.write_text(configuration(
+            self.dir, rate, upstream, self.port, burst, zone_key, status=status,
+            nodelay=nodelay, retry_after=retry_after))
 
     def command(self) -> list[str]:
         return [self.binary, "-p", str(self.dir), "-e", str(self.dir / "error.log"), "-c", str(self.config)]

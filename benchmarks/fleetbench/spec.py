@@ -39,6 +39,7 @@ class LimiterSpec:
     nginx_burst: int | None = None  #: nginx ``limit_req ... burst=`` (None: not nginx)
     nginx_status: int | None = 429  #: nginx ``limit_req_status`` (None: its default, 503)
     nginx_nodelay: bool = True  #: nginx ``nodelay`` (False: the burst is queued, delayed)
+    nginx_retry_after: int | None = None  #: nginx's 429 with ``Retry-After`` (None: none)
     haproxy: bool = False  #: HAProxy's ``http_req_rate`` over a second
     traefik_burst: int | None = None  #: Traefik ``rateLimit`` ``burst`` (None: not Traefik)
 
@@ -80,6 +81,10 @@ LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
 NGINX_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
     LimiterSpec("nginx-b1", "nginx limit_req burst=1 nodelay", nginx_burst=1),
     LimiterSpec("nginx-b0", "nginx limit_req (burst 0)", nginx_burst=0),
+    # As a gateway configured to say when to come back: the 429 carries Retry-After: 1,
+    # as the simulator's leaky bucket and Traefik answer.
+    LimiterSpec("nginx-ra-b0", "nginx limit_req (burst 0), 429 with Retry-After: 1",
+                nginx_burst=0, nginx_retry_after=1),
     # As nginx ships: no limit_req_status, so a refusal is its 503 page, no Retry-After.
     LimiterSpec("nginx503-b0", "nginx limit_req (burst 0), its default 503", nginx_burst=0,
                 nginx_status=None),
@@ -193,7 +198,7 @@ def target_of(cell: CellSpec) -> Target | None:
     name = cell.limiter.name
     if name in ("gcra-b1", "nginx-b1"):
         return Target(0.98, 0.005)
-    if name in ("gcra-b0", "nginx-b0"):
+    if name in ("gcra-b0", "nginx-b0", "nginx-ra-b0"):
         return Target(0.93, 0.02)
     if name == "fixed-60s":
         return Target(0.97, None, edge_429_max=0)

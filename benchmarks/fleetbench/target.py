@@ -2,7 +2,8 @@
 
 Either the provider simulator enforcing the cell's limiter itself, or a real proxy on
 loopback in front of an unlimited simulator: nginx ``limit_req`` (``nginx-b1``,
-``nginx-b0``, and as it ships: ``nginx503-*``, ``nginx-delay5``), HAProxy's
+``nginx-b0``; ``nginx-ra-b0``, its 429 with ``Retry-After: 1``; and as it ships:
+``nginx503-*``, ``nginx-delay5``), HAProxy's
 ``http_req_rate`` (``haproxy``) or Traefik's ``rateLimit`` (``traefik-b1``). Either way ``arrivals()``
 gives every keyed request *as the limiter saw it*: its arrival time (``time.time``
 seconds), its status and who sent it (the fleet, the reference pacer or the other
@@ -85,7 +86,8 @@ class Target:
         if self.limiter.nginx_burst is not None:
             self.proxy = self._stack.enter_context(
                 Nginx(self.sim.port, self.rate, self.limiter.nginx_burst, self.workdir,
-                      status=self.limiter.nginx_status, nodelay=self.limiter.nginx_nodelay))
+                      status=self.limiter.nginx_status, nodelay=self.limiter.nginx_nodelay,
+                      retry_after=self.limiter.nginx_retry_after))
         elif self.limiter.haproxy:
             self.proxy = self._stack.enter_context(HAProxy(self.sim.port, self.rate, self.workdir))
         elif self.limiter.traefik_burst is not None:
