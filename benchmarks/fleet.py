@@ -66,8 +66,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--limiters", default=",".join(LIMITERS),
                    help=f"comma-separated, of {', '.join(ALL_LIMITERS)} (default: the simulator's six)")
-    p.add_argument("--nginx", action="store_true", help="the real nginx limiters (nginx-b1, nginx-b0) "
-                   "instead of the simulator's, unless --limiters names some")
+    p.add_argument("--nginx", action="store_true", help="the real nginx limiters (nginx-b1, nginx-b0, "
+                   "nginx-ra-b0, and nginx as it ships) instead of the simulator's, unless "
+                   "--limiters names some")
     p.add_argument("--haproxy", action="store_true", help="the real HAProxy limiter (haproxy) instead "
                    "of the simulator's, unless --limiters names some (with --nginx: both)")
     p.add_argument("--gates", default="redis,postgres,sqlite", help="comma-separated subset")

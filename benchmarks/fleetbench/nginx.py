@@ -5,9 +5,10 @@ Started from a generated configuration in a temporary directory, bound to 127.0.
 only, in the foreground (``daemon off``), stopped at the end of the block. The zone is
 keyed on the API key (``$arg_key``; or another variable, ``zone_key``), at the cell's
 rate, with ``burst=B nodelay`` (or no burst), answering 429 (nginx sends no
-``Retry-After``). Its access log, written unbuffered, is the limiter's own record of
-every request: arrival time (``$msec`` less ``$request_time``, millisecond resolution),
-status, key and address.
+``Retry-After``; with ``retry_after``, a named location answers the refusal with one).
+Its access log, written unbuffered, is the limiter's own record of every request:
+arrival time (``$msec`` less ``$request_time``, millisecond resolution), status, key and
+address.
 
 Install it with ``apt-get install -y nginx-light`` (Debian; ``nginx`` works too).
 """
