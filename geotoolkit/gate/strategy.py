@@ -493,11 +493,13 @@ class FleetGate:
         # A limiter with a burst drained it during the pause (or before the start): the
         # first answer after it was free, not evidence of the pace it admits.
         sends = max(0.0, sends - 1.0)
-        window, _, successes, _ = window_totals(state.now, counters)
+        window, requests, successes, throttled = window_totals(state.now, counters)
         # The fleet's first 429 before a whole second of its answers was counted: they are
         # what a limiter lets through before its first period ends (a window's count, a
         # bucket's burst; some still on their way to the gate), not evidence of the pace.
-        cold = aimd.throttled_at is None and not discovering and window < 2 * BUCKET_SECONDS
+        # (Nothing counted at all, the window of an empty record reads whole.)
+        cold = (aimd.throttled_at is None and not discovering
+                and (window < 2 * BUCKET_SECONDS or not (requests or successes or throttled)))
         counted = sends  # what the log shows, read or not
         if cold:
             sends = 0.0

@@ -567,6 +567,24 @@ def test_the_fleets_first_429_in_its_first_second_is_not_read_from_its_count(
     assert gate.stats(KEY).rate_factor == pytest.approx(Aimd().cut(5))
 
 
+def test_a_first_429_before_any_answer_is_reported_is_read_as_the_first_second(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A cold fleet at 2x on a leaky bucket without burst is refused on its second send,
+    60 ms after its first, whose answer has not reached the gate yet: nothing is counted.
+    The window of an empty record reads whole (10 s), and the first-second rule did not
+    apply (measured: in 1 of 3 such runs the event's reading lacked it). The cut was the
+    same (no count, half), but the reading said nothing of why."""
+    server = ServerLike(FakeClock(start=MIDNIGHT + 0.2))
+    clock = server.inner.clock
+    gate = _gate(server, local=clock)  # type: ignore[arg-type]
+    gate.reserve(KEY, 0.05)  # configured at 20/s
+    clock.advance(0.06)  # type: ignore[attr-defined]
+    with caplog.at_level("DEBUG", logger="geotoolkit.gate"):
+        gate.pause(KEY, 1.0, rate_limited=True)
+    assert gate.stats(KEY).rate_factor == pytest.approx(Aimd().decrease)
+    assert "in the fleet's first second: its count not read" in caplog.text
+
+
 def test_a_429_after_a_calm_with_nothing_on_record_logs_the_calm_not_a_count(
         caplog: pytest.LogCaptureFixture) -> None:
     """A fleet answered for 12 s at 10/s, never paused, then refused once: the calm began
