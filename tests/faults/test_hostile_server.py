@@ -65,6 +65,10 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     "echo-header": (200, [("X-Request", "{target}")], GOOD),
     # A header that echoes the bare key, no "key=" before it.
     "echo-key": (200, [("X-Request", "{key}")], GOOD),
+    # A match whose place fields echo the key ({key} in a body: the key sent).
+    "echo-place": (200, [], b'[{"lat": "47.141", "lon": "9.5215", "display_name": "Vaduz {key}",'
+                            b' "place_id": "{key}", "address": {"road": "Road {key}", "house_number":'
+                            b' "{key}", "postcode": "{key}", "city": "City {key}", "state": "{key}"}}]'),
     # Redirects are not followed; a 3xx is not an answer, even with a JSON body.
     "moved-json": (301, [("Location", "http://127.0.0.1:9/elsewhere{target}")], GOOD),
     "redirect-loop": (302, [("Location", "{target}")], b""),
@@ -95,7 +99,7 @@ class _Handler(Quiet):
         key = " ".join(params.get("key", [""]))
         self.reply(status, [*((name, value.replace("{key}", key).replace("{target}", self.path))
                               for name, value in headers),
-                            ("Content-Type", "application/json")], body)
+                            ("Content-Type", "application/json")], body.replace(b"{key}", key.encode()))
 
 
 @pytest.fixture
@@ -156,6 +160,25 @@ def test_a_header_that_echoes_the_key_is_not_logged_with_it(
                and "X-Request" in r.getMessage()]
     assert headers  # httpcore did log the headers: the check below checks something
     assert SECRET not in caplog.text
+
+
+def test_a_match_whose_place_echoes_the_key_is_stored_and_exported_without_it(
+        url: str, tmp_path: Path) -> None:
+    """The label was redacted, the place fields were not: the key sat in geocode_street,
+    geocode_postcode... of the result, in the cache and in the exported file."""
+    cache = tmp_path / "cache.sqlite"
+    result = run(url, ["Landstrasse 1, Vaduz #answer=echo-place"], cache, full_results=True)
+    row = result.iloc[0]
+    assert row["geocode_status"] == "matched"
+    assert (row["geocode_label"], row["geocode_street"], row["geocode_locality"]) == (
+        "Vaduz ***", "Road ***", "City ***")
+    assert row["geocode_place_id"] == row["geocode_postcode"] == row["geocode_housenumber"] == "***"
+    out = tmp_path / "out.gpkg"
+    assert sum(write_results(result, out)) == 1
+    for blob in (result.to_csv().encode(), cache.read_bytes(), out.read_bytes()):
+        assert SECRET.encode() not in blob
+    again = run(url, ["Landstrasse 1, Vaduz #answer=echo-place"], cache, full_results=True)
+    assert SECRET not in again.to_csv() and again["geocode_street"].iloc[0] == "Road ***"
 
 
 @pytest.mark.parametrize("answer", ["moved-json", "redirect-loop", "moved-relative", "redirect-bare",
