@@ -85,6 +85,15 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     "gzip-twice": (200, [("Content-Encoding", "gzip"), ("Content-Encoding", "x-gzip")],
                    gzip.compress(gzip.compress(GOOD))),
     "deflate-raw": (200, [("Content-Encoding", "Deflate")], _raw_deflate(GOOD)),
+    # A compressed body that ends before its stream does, its framing complete (the
+    # Content-Length says these bytes): without the trailer no checksum was ever checked.
+    "gzip-cut": (200, [("Content-Encoding", "gzip")], gzip.compress(GOOD)[:-8]),
+    "gzip-cut-mid": (200, [("Content-Encoding", "gzip")], gzip.compress(GOOD * 20)[:-40]),
+    "deflate-cut": (200, [("Content-Encoding", "deflate")], zlib.compress(GOOD)[:-4]),
+    "gzip-gzip-cut": (200, [("Content-Encoding", "gzip, gzip")],
+                      gzip.compress(gzip.compress(GOOD)[:-8])),
+    # No body at all under a coding (as some servers send a 204's, or a 200 a proxy emptied).
+    "gzip-empty": (200, [("Content-Encoding", "gzip")], b""),
 }
 
 
@@ -234,6 +243,23 @@ def test_an_answer_in_codings_stacked_or_raw_is_read(url: str, tmp_path: Path, a
     result = run(url, [f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
     assert result["geocode_status"].tolist() == ["matched"]
 
+
+
+@pytest.mark.parametrize("answer", ["gzip-cut", "gzip-cut-mid", "deflate-cut", "gzip-gzip-cut"])
+def test_a_compressed_answer_that_ends_before_its_stream_fails_its_row_saying_so(
+        url: str, tmp_path: Path, answer: str) -> None:
+    """A gzip body without its trailer was read as whole: its CRC was never checked, and
+    the row matched (cut mid-stream, the reason said "not JSON", not that it was cut)."""
+    result = run(url, ["Vaduz", f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
+    assert result["geocode_status"].tolist() == ["matched", "failed"]
+    reason = result["geocode_reason"].iloc[1]
+    assert "sent a body that cannot be decoded" in reason and "ends before" in reason, reason
+
+
+def test_an_empty_body_under_a_coding_is_said_to_be_empty(url: str, tmp_path: Path) -> None:
+    result = run(url, ["Landstrasse 1, Vaduz #answer=gzip-empty"], tmp_path / "c.sqlite")
+    assert result["geocode_status"].tolist() == ["failed"]
+    assert "sent an empty body (HTTP 200" in result["geocode_reason"].iloc[0]
 
 
 class _Negotiating(Quiet):
