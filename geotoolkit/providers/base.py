@@ -30,6 +30,7 @@ from geotoolkit.results import STRUCTURED_FIELDS, Failure, Query, ReverseQuery, 
 __all__ = [
     "DEFAULT_MAX_QUERY_CHARS",
     "MAX_REASON_CHARS",
+    "NOT_THE_QUERYS",
     "BatchPolicy",
     "ForwardProvider",
     "Provider",
@@ -271,6 +272,11 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
 #: is a server (or a proxy) that gave up waiting for the request, often on a keep-alive
 #: connection it was closing as the request came; a 425 one that will not risk a replay.
 _NOT_NOW = {408: "timed out waiting for the request", 425: "would not take the request yet"}
+
+#: 4xx statuses that are no verdict on the query (a proxy's 407, a 408, a 425), whatever
+#: error form their body takes: :func:`raise_for_status` maps them before a provider reads
+#: a 4xx with its own error object as the query refused.
+NOT_THE_QUERYS = frozenset({407, *_NOT_NOW})
 
 
 def _absolute(response: httpx.Response, location: str) -> str:
