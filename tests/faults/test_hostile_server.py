@@ -26,7 +26,7 @@ from loopback_support import Quiet, serving
 
 from geotoolkit.export import write_results
 from geotoolkit.policy import Backoff
-from geotoolkit.providers import Nominatim
+from geotoolkit.providers import Census, Nominatim
 
 pytestmark = pytest.mark.faults
 
@@ -157,6 +157,42 @@ def test_a_nul_in_an_answer_is_replaced_and_the_batch_is_stored_on_postgresql_an
     assert sum(write_results(result, out)) == 2
     labels = pyogrio.read_dataframe(out, layer="geocoded")["geocode_label"].tolist()
     assert "Va\ufffdduz" in labels  # whole, not cut at the NUL
+
+
+class _CensusBatch(Quiet):
+    """The Census batch endpoint, answering records ``0`` and ``1`` with raw CSV (NUL
+    included: CSV, unlike JSON, does not escape it)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.reply(200, [("Content-Type", "text/csv")], (
+            b'"0","Landstrasse 1, Vaduz","Match","Exact","4600 SIL\x00VER HILL RD, WASH\x00INGTON, DC,'
+            b' 20233","-76.92744,38.845985","613199520","L"\n'
+            b'"1","Vaduz","Match","Exact","4600 SILVER HILL RD, WASHINGTON, DC, 20233",'
+            b'"-76.92744,38.845985","613199520","L"\n'))
+
+
+def test_a_nul_in_a_census_batch_csv_is_replaced_and_the_batch_is_stored_on_postgresql_and_exported(
+        tmp_path: Path, postgres_dsn: str) -> None:
+    """The JSON answers' NULs were made U+FFFD, the Census batch's CSV kept them: PostgreSQL
+    refused the label and the cache error ended the batch; GDAL cut the text there."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CensusBatch)
+    server.daemon_threads = True
+    frame = pd.DataFrame({"address": ["Landstrasse 1, Vaduz", "Vaduz"]})
+    with serving(server):
+        provider = Census(f"http://127.0.0.1:{server.server_address[1]}")
+        result = frame.geocode.run(provider=provider, cache=postgres_dsn, progress=False,
+                                   full_results=True, **FAST)
+    assert result["geocode_status"].tolist() == ["matched", "matched"]
+    row = result.iloc[0]
+    assert row["geocode_label"] == "4600 SIL\ufffdVER HILL RD, WASH\ufffdINGTON, DC, 20233"
+    assert (row["geocode_street"], row["geocode_locality"]) == ("SIL\ufffdVER HILL RD", "WASH\ufffdINGTON")
+    out = tmp_path / "out.gpkg"
+    assert sum(write_results(result, out)) == 2
+    labels = pyogrio.read_dataframe(out, layer="geocoded")["geocode_label"].tolist()
+    assert labels[0] == row["geocode_label"]  # whole, not cut at the NUL
 
 
 @pytest.mark.parametrize("answer", ["echo-header", "echo-key"])
