@@ -357,7 +357,9 @@ def decode_json(response: httpx.Response, provider: str, secrets: tuple[str, ...
 
 
 def _prefix(response: httpx.Response, size: int = 1000) -> str:
-    return response.content[:size * 4].decode("utf-8", errors="replace")[:size]
+    """The start of a body as text; a NUL (which only JSON escapes, and ``_json`` reads as
+    U+FFFD) is U+FFFD too: PostgreSQL refuses it in text, GDAL cuts the text there."""
+    return response.content[:size * 4].decode("utf-8", errors="replace")[:size].replace("\x00", "\ufffd")
 
 
 def client_error(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> Failure:

@@ -61,6 +61,9 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     # JSON may escape NUL too: PostgreSQL refuses it in text, GDAL cuts the text there.
     "nul-label": (200, [], rb'[{"lat": "47.1", "lon": "9.5", "display_name": "Va\u0000duz",'
                            rb' "address": {"road": "St\u0000r", "city": "Vaduz"}}]'),
+    # An error page in plain text with a raw NUL (no JSON to escape it): its reason.
+    "nul-text-400": (400, [], b"bad \x00 query"),
+    "nul-text-200": (200, [], b"<html>bad \x00 gateway</html>"),
     # A header that echoes the request, key and all (httpcore logs headers at DEBUG).
     "echo-header": (200, [("X-Request", "{target}")], GOOD),
     # A header that echoes the bare key, no "key=" before it.
@@ -157,6 +160,25 @@ def test_a_nul_in_an_answer_is_replaced_and_the_batch_is_stored_on_postgresql_an
     assert sum(write_results(result, out)) == 2
     labels = pyogrio.read_dataframe(out, layer="geocoded")["geocode_label"].tolist()
     assert "Va\ufffdduz" in labels  # whole, not cut at the NUL
+
+
+@pytest.mark.parametrize("answer", ["nul-text-400", "nul-text-200"])
+def test_a_nul_in_an_error_page_is_replaced_in_the_reason_kept_on_postgresql_and_exported(
+        url: str, tmp_path: Path, postgres_dsn: str, caplog: pytest.LogCaptureFixture,
+        answer: str) -> None:
+    """A NUL in a body that is not JSON went into the row's reason as it came: PostgreSQL
+    refused the row's attempts ("cannot write rows' attempts in the cache"), GDAL cut the
+    exported reason there."""
+    caplog.set_level(logging.WARNING)
+    result = run(url, ["Vaduz", f"Landstrasse 1, Vaduz #answer={answer}"], postgres_dsn)
+    assert result["geocode_status"].tolist() == ["matched", "failed"]
+    reason = result["geocode_reason"].iloc[1]
+    assert "bad \ufffd " in reason and "\x00" not in reason
+    assert "cannot write" not in caplog.text
+    out = tmp_path / "out.gpkg"
+    assert sum(write_results(result, out)) == 2
+    letters = pyogrio.read_dataframe(out, layer="dead_letters")["geocode_reason"].tolist()
+    assert letters == [reason]  # whole, not cut at the NUL
 
 
 class _CensusBatch(Quiet):
