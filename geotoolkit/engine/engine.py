@@ -42,7 +42,7 @@ from geotoolkit.policy import RatePolicy
 from geotoolkit.progress import BatchFinished, BatchStarted, Event, ItemFinished, ProgressSink
 from geotoolkit.providers.base import Provider
 from geotoolkit.redact import redact
-from geotoolkit.results import Failure, Match, Outcome, Query, ReverseQuery, with_attempts
+from geotoolkit.results import Failure, Match, Outcome, Place, Query, ReverseQuery, with_attempts
 from geotoolkit.store.base import Attempts, ResultStore, StoreError
 
 __all__ = ["MAX_TEXT_CHARS", "Engine"]
@@ -77,13 +77,30 @@ def _describe(exc: BaseException) -> str:
 
 
 def _clean(outcome: Outcome, hide: Callable[[str], str]) -> Outcome:
-    """Provider text (labels, reasons) redacted and bounded before it is stored or shown."""
+    """Provider text (labels, the place's fields, reasons) redacted and bounded before it
+    is stored or shown."""
     if isinstance(outcome, Match):
         label = hide(outcome.label[:MAX_TEXT_CHARS])
-        return outcome if label == outcome.label else dataclasses.replace(outcome, label=label)
+        place = _clean_place(outcome.place, hide)
+        if label == outcome.label and place is outcome.place:
+            return outcome
+        return dataclasses.replace(outcome, label=label, place=place)
     reason = hide(outcome.reason[:MAX_TEXT_CHARS])
     return outcome if reason == outcome.reason else dataclasses.replace(outcome, reason=reason)
 
+
+
+def _clean_place(place: Place, hide: Callable[[str], str]) -> Place:
+    """``place`` with its text fields (a street, a postcode, the provider's id) redacted
+    and bounded: a server that echoes the key there must not put it in the cache or a file."""
+    changed: dict[str, Any] = {}
+    for item in dataclasses.fields(place):
+        value = getattr(place, item.name)
+        if isinstance(value, str):
+            cleaned = hide(value[:MAX_TEXT_CHARS])
+            if cleaned != value:
+                changed[item.name] = cleaned
+    return dataclasses.replace(place, **changed) if changed else place
 
 
 def _failed_attempt(error: BaseException | None) -> str:

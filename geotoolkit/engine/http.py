@@ -12,8 +12,9 @@ without brotli leaves it. Foreign exceptions are mapped here, once:
 
 - timeouts, refused or reset connections, a body cut short:
   :class:`~geotoolkit.errors.ProviderUnavailableError` (retried);
-- a body that cannot be decoded (``Content-Encoding: gzip`` that is not gzip), a body
-  over the cap: :class:`~geotoolkit.errors.ProviderResponseError` (the row fails);
+- a body that cannot be decoded (``Content-Encoding: gzip`` that is not gzip, or whose
+  stream stops before its end: the trailer with its CRC never came), a body over the cap:
+  :class:`~geotoolkit.errors.ProviderResponseError` (the row fails);
 - a request httpx refuses to build or send (an invalid URL):
   :class:`~geotoolkit.errors.QueryError` (the row fails, nothing was sent);
 - a proxy's ``407`` (or ``401``/``403``) to an HTTPS tunnel's ``CONNECT``:
@@ -302,8 +303,18 @@ async def _pieces(response: httpx.Response) -> AsyncIterator[bytes]:
         async for raw in response.aiter_raw():
             for piece in _decoded(codings, raw):
                 yield piece
+        _check_ended(codings)
         return
     yield whole
+
+
+def _check_ended(codings: Sequence[_Inflater]) -> None:
+    """Raise ``zlib.error`` if a coding's stream began but did not end: the body was cut
+    (its trailer, where gzip's CRC is, never came), though its framing was complete."""
+    for inflater in codings:
+        if not inflater.ended:
+            raise zlib.error(f"the {inflater.coding} stream ends before it is complete: "
+                             "the body was cut")
 
 
 #: The content codings every request asks for: those the bounded inflater below undoes.
@@ -318,11 +329,21 @@ class _Inflater:
     ``_PIECE`` bytes however much the input expands."""
 
     def __init__(self, coding: str) -> None:
+        self.coding = coding
         gzip = coding in ("gzip", "x-gzip")
         self._inflate = zlib.decompressobj(zlib.MAX_WBITS | 16) if gzip else None
         self._head = b""  # "deflate": its first two bytes tell a zlib stream from a raw one
+        self._fed = False
+
+    @property
+    def ended(self) -> bool:
+        """Whether the stream is complete, or was never begun (no body: nothing to undo)."""
+        if not self._fed:
+            return True
+        return self._inflate is not None and self._inflate.eof
 
     def feed(self, data: bytes) -> Iterator[bytes]:
+        self._fed = self._fed or bool(data)
         if self._inflate is None:  # "deflate" is zlib-wrapped; some servers send it raw
             self._head += data
             if len(self._head) < 2:

@@ -59,8 +59,10 @@ def records(response: httpx.Response, provider: str) -> list[list[str]]:
     """The CSV records (of at least three fields) of a 2xx answer.
 
     ``ProviderResponseError`` for text that is not CSV, or not empty and without a record.
+    A NUL is read as U+FFFD, as in a JSON answer: PostgreSQL refuses it in text (the cache
+    error ended the batch) and GDAL cuts the text there.
     """
-    text = response.content.decode("utf-8", errors="replace")
+    text = response.content.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
     try:
         rows = [row for row in csv.reader(io.StringIO(text)) if len(row) >= 3]
     except csv.Error as exc:

@@ -30,6 +30,7 @@ from geotoolkit.results import STRUCTURED_FIELDS, Failure, Query, ReverseQuery, 
 __all__ = [
     "DEFAULT_MAX_QUERY_CHARS",
     "MAX_REASON_CHARS",
+    "NOT_THE_QUERYS",
     "BatchPolicy",
     "ForwardProvider",
     "Provider",
@@ -272,6 +273,11 @@ def raise_for_status(response: httpx.Response, provider: str, secrets: tuple[str
 #: connection it was closing as the request came; a 425 one that will not risk a replay.
 _NOT_NOW = {408: "timed out waiting for the request", 425: "would not take the request yet"}
 
+#: 4xx statuses that are no verdict on the query (a proxy's 407, a 408, a 425), whatever
+#: error form their body takes: :func:`raise_for_status` maps them before a provider reads
+#: a 4xx with its own error object as the query refused.
+NOT_THE_QUERYS = frozenset({407, *_NOT_NOW})
+
 
 def _absolute(response: httpx.Response, location: str) -> str:
     """``location`` joined to the URL of the request ``response`` answers, if it has one."""
@@ -351,7 +357,9 @@ def decode_json(response: httpx.Response, provider: str, secrets: tuple[str, ...
 
 
 def _prefix(response: httpx.Response, size: int = 1000) -> str:
-    return response.content[:size * 4].decode("utf-8", errors="replace")[:size]
+    """The start of a body as text; a NUL (which only JSON escapes, and ``_json`` reads as
+    U+FFFD) is U+FFFD too: PostgreSQL refuses it in text, GDAL cuts the text there."""
+    return response.content[:size * 4].decode("utf-8", errors="replace")[:size].replace("\x00", "\ufffd")
 
 
 def client_error(response: httpx.Response, provider: str, secrets: tuple[str, ...] = ()) -> Failure:

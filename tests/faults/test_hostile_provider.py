@@ -21,9 +21,10 @@ import pandas as pd
 import pytest
 
 from geotoolkit import ProviderUnavailableError
+from geotoolkit.errors import AuthenticationError
 from geotoolkit.export import write_results
 from geotoolkit.policy import Backoff
-from geotoolkit.providers import Nominatim
+from geotoolkit.providers import PROVIDERS, Nominatim, get_provider
 from geotoolkit.testing import KNOWN_ADDRESSES, ProviderSimulator
 
 pytestmark = pytest.mark.faults
@@ -184,3 +185,39 @@ def test_a_provider_that_comes_back_lets_the_batch_finish(sim: ProviderSimulator
     assert (result["geocode_status"] == "matched").all()
     reset = [r for r in sim.requests if r.status == 0]
     assert len(reset) < 12  # a few failures and probes, not attempts for every row
+
+
+#: Providers given the key (the simulator asks it of those that take one).
+KEYED = {"arcgis", "google", "here", "locationiq", "mapbox", "nominatim", "opencage", "pelias"}
+
+
+def _provider(sim: ProviderSimulator, name: str) -> Any:
+    key = {"api_key": SECRET} if name in KEYED else {}
+    return get_provider(name, base_url=sim.base_url(name), user_agent=UA, **key)
+
+
+@pytest.mark.parametrize("status", [408, 425])
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+def test_a_not_now_status_in_the_providers_own_error_form_is_retried(
+        sim: ProviderSimulator, tmp_path: Path, name: str, status: int) -> None:
+    """A 408 or 425 says "not now", not "not this query": the Census (408, 425) and
+    OpenCage (425) read one whose body carries their error form as the query refused, and
+    the row failed at once with "rejected the query"."""
+    address = f"{KNOWN_ADDRESSES[0].address} #status={status}x1"
+    frame = pd.DataFrame({"address": [address]})
+    result = frame.geocode.run(provider=_provider(sim, name), cache=f"sqlite:///{tmp_path / 'c.sqlite'}",
+                               progress=False, batch_size=1, **FAST)
+    assert result["geocode_status"].tolist() == ["matched"], result["geocode_reason"].tolist()
+    assert result["geocode_attempts"].tolist() == [2]
+
+
+@pytest.mark.parametrize("name", sorted(PROVIDERS))
+def test_a_proxys_407_in_the_providers_own_error_form_stops_the_run(
+        sim: ProviderSimulator, tmp_path: Path, name: str) -> None:
+    """A 407 wants the proxy's credentials: no row's fault. One whose body carried the
+    Census's or OpenCage's error form failed every row as "rejected the query"."""
+    frame = pd.DataFrame({"address": [f"{KNOWN_ADDRESSES[1].address} #status=407", GOOD[2]]})
+    with pytest.raises(AuthenticationError, match=r"proxy .*HTTP 407") as info:
+        frame.geocode.run(provider=_provider(sim, name), cache=None, progress=False,
+                          batch_size=1, **{**FAST, "concurrency": 1})
+    assert_no_secret(str(info.value))

@@ -26,7 +26,7 @@ from loopback_support import Quiet, serving
 
 from geotoolkit.export import write_results
 from geotoolkit.policy import Backoff
-from geotoolkit.providers import Nominatim
+from geotoolkit.providers import Census, Nominatim
 
 pytestmark = pytest.mark.faults
 
@@ -61,10 +61,17 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     # JSON may escape NUL too: PostgreSQL refuses it in text, GDAL cuts the text there.
     "nul-label": (200, [], rb'[{"lat": "47.1", "lon": "9.5", "display_name": "Va\u0000duz",'
                            rb' "address": {"road": "St\u0000r", "city": "Vaduz"}}]'),
+    # An error page in plain text with a raw NUL (no JSON to escape it): its reason.
+    "nul-text-400": (400, [], b"bad \x00 query"),
+    "nul-text-200": (200, [], b"<html>bad \x00 gateway</html>"),
     # A header that echoes the request, key and all (httpcore logs headers at DEBUG).
     "echo-header": (200, [("X-Request", "{target}")], GOOD),
     # A header that echoes the bare key, no "key=" before it.
     "echo-key": (200, [("X-Request", "{key}")], GOOD),
+    # A match whose place fields echo the key ({key} in a body: the key sent).
+    "echo-place": (200, [], b'[{"lat": "47.141", "lon": "9.5215", "display_name": "Vaduz {key}",'
+                            b' "place_id": "{key}", "address": {"road": "Road {key}", "house_number":'
+                            b' "{key}", "postcode": "{key}", "city": "City {key}", "state": "{key}"}}]'),
     # Redirects are not followed; a 3xx is not an answer, even with a JSON body.
     "moved-json": (301, [("Location", "http://127.0.0.1:9/elsewhere{target}")], GOOD),
     "redirect-loop": (302, [("Location", "{target}")], b""),
@@ -81,6 +88,15 @@ ANSWERS: dict[str, tuple[int, list[tuple[str, str]], bytes]] = {
     "gzip-twice": (200, [("Content-Encoding", "gzip"), ("Content-Encoding", "x-gzip")],
                    gzip.compress(gzip.compress(GOOD))),
     "deflate-raw": (200, [("Content-Encoding", "Deflate")], _raw_deflate(GOOD)),
+    # A compressed body that ends before its stream does, its framing complete (the
+    # Content-Length says these bytes): without the trailer no checksum was ever checked.
+    "gzip-cut": (200, [("Content-Encoding", "gzip")], gzip.compress(GOOD)[:-8]),
+    "gzip-cut-mid": (200, [("Content-Encoding", "gzip")], gzip.compress(GOOD * 20)[:-40]),
+    "deflate-cut": (200, [("Content-Encoding", "deflate")], zlib.compress(GOOD)[:-4]),
+    "gzip-gzip-cut": (200, [("Content-Encoding", "gzip, gzip")],
+                      gzip.compress(gzip.compress(GOOD)[:-8])),
+    # No body at all under a coding (as some servers send a 204's, or a 200 a proxy emptied).
+    "gzip-empty": (200, [("Content-Encoding", "gzip")], b""),
 }
 
 
@@ -95,7 +111,7 @@ class _Handler(Quiet):
         key = " ".join(params.get("key", [""]))
         self.reply(status, [*((name, value.replace("{key}", key).replace("{target}", self.path))
                               for name, value in headers),
-                            ("Content-Type", "application/json")], body)
+                            ("Content-Type", "application/json")], body.replace(b"{key}", key.encode()))
 
 
 @pytest.fixture
@@ -146,6 +162,61 @@ def test_a_nul_in_an_answer_is_replaced_and_the_batch_is_stored_on_postgresql_an
     assert "Va\ufffdduz" in labels  # whole, not cut at the NUL
 
 
+@pytest.mark.parametrize("answer", ["nul-text-400", "nul-text-200"])
+def test_a_nul_in_an_error_page_is_replaced_in_the_reason_kept_on_postgresql_and_exported(
+        url: str, tmp_path: Path, postgres_dsn: str, caplog: pytest.LogCaptureFixture,
+        answer: str) -> None:
+    """A NUL in a body that is not JSON went into the row's reason as it came: PostgreSQL
+    refused the row's attempts ("cannot write rows' attempts in the cache"), GDAL cut the
+    exported reason there."""
+    caplog.set_level(logging.WARNING)
+    result = run(url, ["Vaduz", f"Landstrasse 1, Vaduz #answer={answer}"], postgres_dsn)
+    assert result["geocode_status"].tolist() == ["matched", "failed"]
+    reason = result["geocode_reason"].iloc[1]
+    assert "bad \ufffd " in reason and "\x00" not in reason
+    assert "cannot write" not in caplog.text
+    out = tmp_path / "out.gpkg"
+    assert sum(write_results(result, out)) == 2
+    letters = pyogrio.read_dataframe(out, layer="dead_letters")["geocode_reason"].tolist()
+    assert letters == [reason]  # whole, not cut at the NUL
+
+
+class _CensusBatch(Quiet):
+    """The Census batch endpoint, answering records ``0`` and ``1`` with raw CSV (NUL
+    included: CSV, unlike JSON, does not escape it)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.reply(200, [("Content-Type", "text/csv")], (
+            b'"0","Landstrasse 1, Vaduz","Match","Exact","4600 SIL\x00VER HILL RD, WASH\x00INGTON, DC,'
+            b' 20233","-76.92744,38.845985","613199520","L"\n'
+            b'"1","Vaduz","Match","Exact","4600 SILVER HILL RD, WASHINGTON, DC, 20233",'
+            b'"-76.92744,38.845985","613199520","L"\n'))
+
+
+def test_a_nul_in_a_census_batch_csv_is_replaced_and_the_batch_is_stored_on_postgresql_and_exported(
+        tmp_path: Path, postgres_dsn: str) -> None:
+    """The JSON answers' NULs were made U+FFFD, the Census batch's CSV kept them: PostgreSQL
+    refused the label and the cache error ended the batch; GDAL cut the text there."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _CensusBatch)
+    server.daemon_threads = True
+    frame = pd.DataFrame({"address": ["Landstrasse 1, Vaduz", "Vaduz"]})
+    with serving(server):
+        provider = Census(f"http://127.0.0.1:{server.server_address[1]}")
+        result = frame.geocode.run(provider=provider, cache=postgres_dsn, progress=False,
+                                   full_results=True, **FAST)
+    assert result["geocode_status"].tolist() == ["matched", "matched"]
+    row = result.iloc[0]
+    assert row["geocode_label"] == "4600 SIL\ufffdVER HILL RD, WASH\ufffdINGTON, DC, 20233"
+    assert (row["geocode_street"], row["geocode_locality"]) == ("SIL\ufffdVER HILL RD", "WASH\ufffdINGTON")
+    out = tmp_path / "out.gpkg"
+    assert sum(write_results(result, out)) == 2
+    labels = pyogrio.read_dataframe(out, layer="geocoded")["geocode_label"].tolist()
+    assert labels[0] == row["geocode_label"]  # whole, not cut at the NUL
+
+
 @pytest.mark.parametrize("answer", ["echo-header", "echo-key"])
 def test_a_header_that_echoes_the_key_is_not_logged_with_it(
         url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, answer: str) -> None:
@@ -156,6 +227,25 @@ def test_a_header_that_echoes_the_key_is_not_logged_with_it(
                and "X-Request" in r.getMessage()]
     assert headers  # httpcore did log the headers: the check below checks something
     assert SECRET not in caplog.text
+
+
+def test_a_match_whose_place_echoes_the_key_is_stored_and_exported_without_it(
+        url: str, tmp_path: Path) -> None:
+    """The label was redacted, the place fields were not: the key sat in geocode_street,
+    geocode_postcode... of the result, in the cache and in the exported file."""
+    cache = tmp_path / "cache.sqlite"
+    result = run(url, ["Landstrasse 1, Vaduz #answer=echo-place"], cache, full_results=True)
+    row = result.iloc[0]
+    assert row["geocode_status"] == "matched"
+    assert (row["geocode_label"], row["geocode_street"], row["geocode_locality"]) == (
+        "Vaduz ***", "Road ***", "City ***")
+    assert row["geocode_place_id"] == row["geocode_postcode"] == row["geocode_housenumber"] == "***"
+    out = tmp_path / "out.gpkg"
+    assert sum(write_results(result, out)) == 1
+    for blob in (result.to_csv().encode(), cache.read_bytes(), out.read_bytes()):
+        assert SECRET.encode() not in blob
+    again = run(url, ["Landstrasse 1, Vaduz #answer=echo-place"], cache, full_results=True)
+    assert SECRET not in again.to_csv() and again["geocode_street"].iloc[0] == "Road ***"
 
 
 @pytest.mark.parametrize("answer", ["moved-json", "redirect-loop", "moved-relative", "redirect-bare",
@@ -211,6 +301,23 @@ def test_an_answer_in_codings_stacked_or_raw_is_read(url: str, tmp_path: Path, a
     result = run(url, [f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
     assert result["geocode_status"].tolist() == ["matched"]
 
+
+
+@pytest.mark.parametrize("answer", ["gzip-cut", "gzip-cut-mid", "deflate-cut", "gzip-gzip-cut"])
+def test_a_compressed_answer_that_ends_before_its_stream_fails_its_row_saying_so(
+        url: str, tmp_path: Path, answer: str) -> None:
+    """A gzip body without its trailer was read as whole: its CRC was never checked, and
+    the row matched (cut mid-stream, the reason said "not JSON", not that it was cut)."""
+    result = run(url, ["Vaduz", f"Landstrasse 1, Vaduz #answer={answer}"], tmp_path / "c.sqlite")
+    assert result["geocode_status"].tolist() == ["matched", "failed"]
+    reason = result["geocode_reason"].iloc[1]
+    assert "sent a body that cannot be decoded" in reason and "ends before" in reason, reason
+
+
+def test_an_empty_body_under_a_coding_is_said_to_be_empty(url: str, tmp_path: Path) -> None:
+    result = run(url, ["Landstrasse 1, Vaduz #answer=gzip-empty"], tmp_path / "c.sqlite")
+    assert result["geocode_status"].tolist() == ["failed"]
+    assert "sent an empty body (HTTP 200" in result["geocode_reason"].iloc[0]
 
 
 class _Negotiating(Quiet):
