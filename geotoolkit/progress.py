@@ -191,7 +191,8 @@ class Tally:
 
     A finished run's counts are those of its ``BatchFinished`` (with a provider chain,
     a row that a later provider could not improve on keeps an earlier answer: the
-    last event settles the counts).
+    last event settles the counts). A run that starts after that one finished (the
+    same sink passed to another run) is counted alone, from zero.
     """
 
     total: int = 0
@@ -212,6 +213,9 @@ class Tally:
     stage: StageStarted | None = None
 
     def update(self, event: Event) -> None:
+        if self.next_run(event):
+            for f in dataclasses.fields(self):  # every field has a plain default
+                setattr(self, f.name, f.default)
         self.last_at = max(self.last_at, event.at)
         if isinstance(event, BatchStarted):
             if self.stage is None or self.stage.stage == 1:  # a later stage's rows are counted
@@ -230,6 +234,10 @@ class Tally:
             self.finished = event
             self.matched, self.no_match, self.failed = event.matched, event.no_match, event.failed
             self.too_coarse = event.too_coarse
+
+    def next_run(self, event: Event) -> bool:
+        """True when ``event`` starts another run after this one finished."""
+        return self.finished is not None and isinstance(event, BatchStarted | StageStarted)
 
     def _finished_item(self, event: ItemFinished) -> None:
         if event.passed_on:

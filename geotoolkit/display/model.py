@@ -141,7 +141,9 @@ class ProgressModel:
         self._pause_cause = ""
 
     def update(self, event: Event) -> None:
-        """Fold one event in."""
+        """Fold one event in (a run started after the last one finished replaces it)."""
+        if self.tally.next_run(event):
+            self.requests, self._pause_until, self._pause_cause = 0, 0.0, ""
         self.tally.update(event)
         if isinstance(event, BatchStarted):
             self.started = True

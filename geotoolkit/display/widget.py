@@ -135,8 +135,9 @@ class ProgressPanel:
             final = isinstance(event, BatchFinished)
             if final or self._due():
                 self._render()
-        if isinstance(event, BatchStarted) and self._live and self._ticker is None:
-            self._start_ticker()
+        if isinstance(event, BatchStarted) and self._live and (
+                self._ticker is None or self._stop.is_set()):
+            self._start_ticker()  # this run's: the panel may be passed to another run
         if final:
             self._stop.set()
             self._update_display()
@@ -244,8 +245,10 @@ class ProgressPanel:
             self._handle.update(self)
 
     def _start_ticker(self) -> None:
+        self._stop = stop = threading.Event()
+
         def tick() -> None:
-            while not self._stop.wait(0.25):
+            while not stop.wait(0.25):
                 self.refresh()
 
         self._ticker = threading.Thread(target=tick, name="geotoolkit-panel", daemon=True)

@@ -4,15 +4,21 @@ Inside Jupyter an event loop is already running in the main thread, so the
 coroutine runs on a private loop in a background thread (never ``nest_asyncio``).
 A KeyboardInterrupt (the notebook's stop button) cancels the coroutine cleanly and is
 raised again; a run cancelled from elsewhere (``BackgroundRun.cancel()``) raises
-``concurrent.futures.CancelledError`` from ``result()``.
+``concurrent.futures.CancelledError`` from ``result()``. While the main thread waits here,
+blocking the loop that runs it, SIGINT raises KeyboardInterrupt even where that loop has
+its own handler (a Jupyter cell with ``await`` in it, ``asyncio.run(main())``): such a
+handler only schedules a cancellation on the loop, which could not run before the batch
+ended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import signal
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Generic, TypeVar
 
 __all__ = ["BackgroundRun", "run_sync"]
@@ -69,7 +75,8 @@ class BackgroundRun(Generic[T]):
         ``TimeoutError`` when ``timeout`` passed first.
         """
         try:
-            return self._future.result(timeout)
+            with _interruptible():
+                return self._future.result(timeout)
         except KeyboardInterrupt:
             self.cancel()
             self._thread.join()
@@ -84,6 +91,26 @@ def _loop_running() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """While the main thread blocks its running loop, let SIGINT raise KeyboardInterrupt.
+
+    A loop's own SIGINT handler (ipykernel's for a cell with ``await``, asyncio.Runner's)
+    only schedules work on the loop this wait holds, so the stop button did nothing until
+    the batch had ended. SIG_IGN, SIG_DFL and the default handler are left as they are.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if (threading.current_thread() is not threading.main_thread() or not _loop_running()
+            or not callable(previous) or previous is signal.default_int_handler):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def run_sync(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:

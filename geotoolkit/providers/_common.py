@@ -84,7 +84,13 @@ class HTTPProvider:
     longer than ``max_query_chars``; ``parse_response`` turns every answer it cannot
     read into a ``Failure`` (never a foreign exception), and text from a response is
     redacted of ``secrets`` before it enters a reason or an exception.
+
+    The key is kept in a slot, out of ``vars()``: what encodes an object from its
+    attributes (FastAPI's ``jsonable_encoder``, with which Prefect records a flow run's
+    parameters) never sees it; pickling and copying still carry it (dask's workers).
     """
+
+    __slots__ = ("__dict__", "__weakref__", "_api_key")
 
     name: str
     default_base_url: ClassVar[str]

@@ -254,3 +254,38 @@ def test_a_run_of_no_rows_ends_with_a_full_bar_as_its_text_says() -> None:
     assert panel.bar.value == panel.bar.max and panel.bar.bar_style == "success"
     running = feed(make_panel(), [BatchStarted(total=0, unique=0, host=HOST)])
     assert running.bar.value == 0  # not yet done
+
+
+def test_a_panel_passed_to_a_second_run_shows_that_run_alone() -> None:
+    """A panel of one's own (``ProgressPanel(label="Alice")``) passed to the run of a cell run
+    again kept the first run's rows: 'geocoded 6/3 rows: ... done' while the second run
+    started, then 'geocoded 9/3 rows', '9/3 (300%)'. A provider chain's stages too."""
+    import pandas as pd
+
+    import geotoolkit  # noqa: F401  (registers df.geocode)
+    from geotoolkit.providers import Nominatim, Photon
+    from geotoolkit.testing import KNOWN_ADDRESSES, ProviderSimulator
+
+    addresses = [k.address for k in KNOWN_ADDRESSES]
+    panel, seen = make_panel(), []
+
+    def sink(event: Event) -> None:
+        panel(event)
+        seen.append(repr(panel))
+
+    with ProviderSimulator() as sim:
+        options = {"gate": "memory://", "cache": False, "rate": 100, "progress": sink,
+                   "provider": Nominatim(sim.url, user_agent="geotoolkit-tests/1.0")}
+        pd.DataFrame({"address": [*addresses[:5], "Nowhere 1"]}).geocode.run(**options)
+        assert repr(panel).startswith("geocoded 6/6 rows: 5 matched, 1 no match")
+        seen.clear()
+        pd.DataFrame({"address": addresses[5:8]}).geocode.run(**options)
+        assert seen[0].startswith("geocoding 0/3 rows"), seen[0]
+        assert repr(panel).startswith("geocoded 3/3 rows: 3 matched, 0 no match")
+        assert "3/3 (100%)" in panel.status.value
+        assert (panel.bar.value, panel.bar.max, panel.bar.bar_style) == (3, 3, "success")
+        chain = [Photon(f"{sim.url}/photon"), options["provider"]]
+        pd.DataFrame({"address": [*addresses[8:10], "Nowhere 2"]}).geocode.run(
+            **{**options, "provider": chain, "rate": None})
+        assert repr(panel).startswith("geocoded 3/3 rows: 2 matched, 1 no match")
+        assert (panel.bar.value, panel.bar.max) == (3, 3)

@@ -175,3 +175,59 @@ def test_team_on_one_key_after_its_setup_cell_runs_again_says_what_to_run(tmp_pa
     last = notebook.cells[-1].outputs
     assert not [o for o in last if o.output_type == "error"], [o.get("evalue") for o in last]
     assert "run the two workers (the cell above) first" in "".join(o.get("text", "") for o in last)
+
+
+INTERRUPTED_AWAIT_CELL = [
+    """\
+import asyncio, signal, threading
+
+import pandas as pd
+
+import geotoolkit
+from geotoolkit.display.widget import ProgressPanel
+from geotoolkit.progress import ItemFinished
+from geotoolkit.providers import Nominatim
+from geotoolkit.testing import KNOWN_ADDRESSES, ProviderSimulator
+
+sim = ProviderSimulator().start()
+frame = pd.DataFrame({"address": [k.address for k in KNOWN_ADDRESSES]})
+options = dict(provider=Nominatim(sim.url, user_agent="geotoolkit-tests/1.0"),
+               gate="memory://", cache="sqlite:///cache.sqlite")
+panel, main = ProgressPanel(), threading.main_thread().ident
+
+def stop_button(event):  # the stop button: ipykernel sends SIGINT to the kernel
+    panel(event)
+    if isinstance(event, ItemFinished) and panel.tally.done == 1:
+        signal.pthread_kill(main, signal.SIGINT)""",
+    """\
+await asyncio.sleep(0)  # a cell with await in it runs as a task on the kernel's loop
+frame.geocode.run("address", rate=2.0, progress=stop_button, **options)""",
+    """\
+settled = panel.tally.done
+print("interrupted:", panel.tally.finished.interrupted, "settled:", settled)
+sim.reset()
+result = frame.geocode.run("address", rate=200, progress=False, **options)
+print("sent again:", sim.count(), "of", len(frame) - settled, "left")
+sim.stop()""",
+]
+
+
+def test_the_stop_button_interrupts_a_run_in_a_cell_with_await(tmp_path: Path) -> None:
+    """In a cell with ``await`` ipykernel's SIGINT handler only schedules the cell's
+    cancellation on the kernel's loop, which the blocked ``run()`` held: the stop button
+    did nothing, all 20 rows were sent (10 s at 2 requests/s) and the cell ended as if
+    never interrupted. Now the run stops, keeps its rows and a rerun resumes."""
+    from nbclient import NotebookClient
+
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source) for source in INTERRUPTED_AWAIT_CELL],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    NotebookClient(notebook, timeout=60, kernel_name=_kernel_name(), allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    setup, cell, after = (c.outputs for c in notebook.cells)
+    assert not [o for o in setup + after if o.output_type == "error"], setup + after
+    assert [o.ename for o in cell if o.output_type == "error"] == ["KeyboardInterrupt"]
+    text = "".join(o.get("text", "") for o in after)
+    settled = int(re.search(r"settled: (\d+)", text).group(1))  # type: ignore[union-attr]
+    assert "interrupted: True" in text and 0 < settled < 20
+    assert f"sent again: {20 - settled} of {20 - settled} left" in text

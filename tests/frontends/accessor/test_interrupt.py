@@ -2,8 +2,10 @@
 
 A real SIGINT is sent to the main thread from the progress sink, once the first row
 settled: the way Jupyter's "interrupt kernel" reaches a cell blocked in ``run()``.
-Two paths: inside a running event loop (Jupyter: the batch runs on a private loop in
-a thread) and without one (a script or terminal: ``asyncio.run``).
+Three paths: inside a running event loop (Jupyter: the batch runs on a private loop in
+a thread), inside one whose own SIGINT handler only cancels a task on that loop (a Jupyter
+cell with ``await`` in it, ``asyncio.run(main())``), and without one (a script or
+terminal: ``asyncio.run``).
 """
 
 from __future__ import annotations
@@ -62,7 +64,17 @@ def in_running_loop(run: Callable[[], Any]) -> Any:
         loop.close()
 
 
-@pytest.mark.parametrize("where", ["jupyter", "terminal"])
+def in_a_loop_handling_sigint(run: Callable[[], Any]) -> Any:
+    """Call ``run`` from a coroutine under ``asyncio.run``, whose SIGINT handler only cancels
+    the main task on the loop, as ipykernel's does for a cell with ``await`` in it."""
+
+    async def cell() -> Any:
+        return run()
+
+    return asyncio.run(cell())
+
+
+@pytest.mark.parametrize("where", ["jupyter", "jupyter-await", "terminal"])
 def test_interrupt_keeps_finished_rows_and_a_rerun_resumes(
         sim: ProviderSimulator, tmp_path: Path, where: str) -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -76,8 +88,11 @@ def test_interrupt_keeps_finished_rows_and_a_rerun_resumes(
     def run() -> Any:  # 2 requests/s: 10 s if nobody interrupted it
         return frame.geocode.run("address", rate=2.0, progress=interrupting(panel), **options)
 
+    call = {"jupyter": in_running_loop, "jupyter-await": in_a_loop_handling_sigint}.get(
+        where, lambda run: run())
     with pytest.raises(KeyboardInterrupt):
-        in_running_loop(run) if where == "jupyter" else run()
+        call(run)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
     finished = panel.tally.finished
     assert finished is not None and finished.interrupted
