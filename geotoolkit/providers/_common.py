@@ -22,7 +22,7 @@ from geotoolkit.providers._fields import decimal
 from geotoolkit.providers._fields import label as clean_label
 from geotoolkit.providers.base import (
     DEFAULT_MAX_QUERY_CHARS,
-    NOT_THE_QUERYS,
+    NOT_A_QUERY_ERROR,
     BatchPolicy,
     check_point,
     check_query,
@@ -200,9 +200,9 @@ class HTTPProvider:
     def _answer(self, response: httpx.Response, parse_body: Any) -> Any:
         """The shared template: provider statuses, shared statuses, 4xx, 3xx, then the body.
 
-        A 407, 408 or 425 (``NOT_THE_QUERYS``) goes to the shared mapping first: a body in
+        A 407, 408 or 425 (``NOT_A_QUERY_ERROR``) goes to the shared mapping first: a body in
         the provider's error form does not make it the query's fault."""
-        if response.status_code in NOT_THE_QUERYS:
+        if response.status_code in NOT_A_QUERY_ERROR:
             raise_for_status(response, self.name, self.secrets)
         early = self._check(response)
         if early is not None:

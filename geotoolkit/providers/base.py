@@ -30,7 +30,7 @@ from geotoolkit.results import STRUCTURED_FIELDS, Failure, Query, ReverseQuery, 
 __all__ = [
     "DEFAULT_MAX_QUERY_CHARS",
     "MAX_REASON_CHARS",
-    "NOT_THE_QUERYS",
+    "NOT_A_QUERY_ERROR",
     "BatchPolicy",
     "ForwardProvider",
     "Provider",
@@ -276,7 +276,7 @@ _NOT_NOW = {408: "timed out waiting for the request", 425: "would not take the r
 #: 4xx statuses that are no verdict on the query (a proxy's 407, a 408, a 425), whatever
 #: error form their body takes: :func:`raise_for_status` maps them before a provider reads
 #: a 4xx with its own error object as the query refused.
-NOT_THE_QUERYS = frozenset({407, *_NOT_NOW})
+NOT_A_QUERY_ERROR = frozenset({407, *_NOT_NOW})
 
 
 def _absolute(response: httpx.Response, location: str) -> str:
