@@ -104,3 +104,22 @@ def test_layers_numbered_each_from_one_read_back_one_after_the_other(tmp_path: P
     write_results(result, target)
     back = read_results(target)
     assert back["key"].tolist() == list("bcef") + list("ad") and list(back.index) == list(range(6))
+
+
+@pytest.mark.parametrize("index", [[0, 1, 2, 0, 1, 2], [-3, -2, -1, 0, 1, 2],
+                                   [2**62, 0, 1, 2, 3, 4]])
+def test_an_integer_index_that_cannot_number_the_rows_is_written_as_a_column(
+        tmp_path: Path, index: list[int]) -> None:
+    """Two CSVs read and concatenated (``pd.concat([a, b])``) give each row's label twice:
+    such an index (or a negative or huge one) cannot be the feature ids, and was written
+    nowhere: read back, neither layer said which input row a dead letter was."""
+    addresses, outcomes = _statuses(6)
+    frame = pd.DataFrame({"address": addresses}, index=index)
+    target = tmp_path / "out.gpkg"
+    assert write_results(outcomes_frame(frame, outcomes), target) == (4, 2)
+    back = read_results(target)
+    assert sorted(zip(back["index"], back["address"], strict=True)) == sorted(
+        zip(index, addresses, strict=True))
+    letters = pyogrio.read_dataframe(target, layer="dead_letters", read_geometry=False)
+    assert list(zip(letters["index"], letters["address"], strict=True)) == [
+        (index[0], "row 0"), (index[3], "row 3")]
