@@ -13,7 +13,7 @@ from geotoolkit.errors import ConfigurationError
 from geotoolkit.export.dtypes import REVERSE_COLUMNS
 from geotoolkit.schema import GEOCODE_COLUMNS, result_columns
 
-__all__ = ["FORMATS", "check_exportable", "format_of"]
+__all__ = ["FORMATS", "case_clash", "check_exportable", "fid_refusal", "format_of"]
 
 #: File suffixes the writers know, and the format each selects.
 FORMATS = {".gpkg": "GeoPackage", ".parquet": "GeoParquet", ".geoparquet": "GeoParquet"}
@@ -48,7 +48,7 @@ def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
     removed), and the file must not be a directory. Column
     names must be non-empty text, distinct even ignoring case (GeoPackage is
     SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column (in any case)
-    must hold unique whole numbers (GeoPackage uses it as the feature id). With
+    must hold unique whole numbers from 0 (GeoPackage uses it as the feature id). With
     ``reverse``, ``frame`` holds the input columns of a reverse run
     (``ReverseJob.frame``), whose result adds
     :data:`~geotoolkit.export.dtypes.REVERSE_COLUMNS`.
@@ -70,16 +70,26 @@ case: 'address' and 'Address'; rename one of them
         raise ConfigurationError(
             f"{name} needs column names that are non-empty text, got {bad[0]!r}; "
             "rename it (df.columns = [...])")
-    seen: dict[str, str] = {}
-    for column in columns:
-        assert isinstance(column, str)
-        other = seen.setdefault(column.casefold(), column)
-        if other != column:
-            raise ConfigurationError(f"{name} cannot hold columns that differ only in case: "
-                                     f"{other!r} and {column!r}; rename one of them")
+    clash = case_clash([str(c) for c in columns])
+    if clash is not None:
+        raise ConfigurationError(f"{name} {clash}")
     if fmt == "GeoPackage":
         for fid in [c for c in frame.columns if isinstance(c, str) and c.casefold() == "fid"]:
-            _check_fid(frame[fid], name, fid)
+            refusal = fid_refusal(frame[fid], fid)
+            if refusal is not None:
+                raise ConfigurationError(f"{name}: {refusal}")
+
+
+def case_clash(columns: Iterable[str]) -> str | None:
+    """What a GeoPackage (SQLite: names ignore case) says of the first two of ``columns``
+    that differ only in case; None when there are none."""
+    seen: dict[str, str] = {}
+    for column in columns:
+        other = seen.setdefault(column.casefold(), column)
+        if other != column:
+            return (f"cannot hold columns that differ only in case: {other!r} and {column!r}; "
+                    "rename one of them")
+    return None
 
 
 def _check_place(path: Path) -> None:
@@ -102,10 +112,14 @@ def _check_place(path: Path) -> None:
             f"({exc.strerror or exc}); make it writable, or write somewhere else") from exc
 
 
-def _check_fid(fid: pd.Series, name: str, column: str) -> None:
+def fid_refusal(fid: pd.Series, column: str) -> str | None:
+    """Why ``fid`` (the values of the input's ``column`` named ``fid`` in any case), which
+    GDAL takes as a GeoPackage's feature ids, cannot be them: they must be unique whole
+    numbers from 0 (GDAL would cut ``1.5`` to 1, and give ``-1``, its "no id", a new one);
+    None when they can."""
     values = pd.to_numeric(fid, errors="coerce")
     whole = values.notna().all() and bool((values == values.round()).all())
-    if not whole or not values.is_unique:
-        raise ConfigurationError(
-            f"{name}: a {column!r} column is GeoPackage's feature id and must hold unique whole "
-            f"numbers; rename it (e.g. df.rename(columns={{{column!r}: 'source_fid'}}))")
+    if whole and values.is_unique and not bool((values < 0).any()):
+        return None
+    return (f"a {column!r} column is GeoPackage's feature id and must hold unique whole numbers "
+            f"from 0; rename it (e.g. df.rename(columns={{{column!r}: 'source_fid'}}))")

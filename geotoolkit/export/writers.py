@@ -23,7 +23,7 @@ import pandas as pd
 import pyogrio
 
 from geotoolkit.errors import ExportError
-from geotoolkit.export.checks import format_of
+from geotoolkit.export.checks import case_clash, fid_refusal, format_of
 from geotoolkit.export.letters import dead_letters
 
 __all__ = ["write_geopackage", "write_geoparquet", "write_results"]
@@ -186,11 +186,22 @@ def _running(pid: int) -> bool:
 
 def _check_names(result: pd.DataFrame, target: Path, what: str) -> None:
     """Refuse column names a file cannot hold (an int from ``pd.DataFrame({0: ...})``, a
-    tuple of MultiIndex columns, an empty name), naming the first and what to do."""
+    tuple of MultiIndex columns, an empty name), naming the first and what to do; for a
+    GeoPackage, names that differ only in case (``LON`` beside ``lon``) and a ``fid``
+    column that cannot be the feature ids (GDAL would cut ``1.5`` to 1), as
+    :func:`~geotoolkit.export.check_exportable` refuses them before a run."""
     bad = [c for c in result.columns if not isinstance(c, str) or not c.strip()]
     if bad:
         raise ExportError(f"cannot write {what} {target}: column names must be non-empty text, "
                           f"got {bad[0]!r}; rename it (result.columns = [...])")
+    if what != "GeoPackage":
+        return
+    clash = case_clash(map(str, result.columns))
+    refusal = None if clash is None else f"it {clash}"
+    for fid in [c for c in result.columns if str(c).casefold() == "fid"]:
+        refusal = refusal or fid_refusal(result[fid], fid)
+    if refusal is not None:  # GDAL's own words say nothing of why, or nothing at all
+        raise ExportError(f"cannot write GeoPackage {target}: {refusal}")
 
 
 @contextlib.contextmanager
