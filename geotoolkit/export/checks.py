@@ -13,7 +13,8 @@ from geotoolkit.errors import ConfigurationError
 from geotoolkit.export.dtypes import REVERSE_COLUMNS
 from geotoolkit.schema import GEOCODE_COLUMNS, result_columns
 
-__all__ = ["FORMATS", "case_clash", "check_exportable", "fid_refusal", "format_of"]
+__all__ = ["FORMATS", "GEOPACKAGE_MAX_FIELDS", "case_clash", "check_exportable", "fid_refusal",
+           "format_of", "width_refusal"]
 
 #: File suffixes the writers know, and the format each selects.
 FORMATS = {".gpkg": "GeoPackage", ".parquet": "GeoParquet", ".geoparquet": "GeoParquet"}
@@ -47,7 +48,8 @@ def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
     The file's directory must exist and take a new file (a file is made there and
     removed), and the file must not be a directory. Column
     names must be non-empty text, distinct even ignoring case (GeoPackage is
-    SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column (in any case)
+    SQLite: ``Name`` and ``name`` are one column), at most
+    :data:`GEOPACKAGE_MAX_FIELDS` of them in a GeoPackage, and a ``fid`` column (in any case)
     must hold unique whole numbers from 0 (GeoPackage uses it as the feature id). With
     ``reverse``, ``frame`` holds the input columns of a reverse run
     (``ReverseJob.frame``), whose result adds
@@ -73,6 +75,9 @@ case: 'address' and 'Address'; rename one of them
     clash = case_clash([str(c) for c in columns])
     if clash is not None:
         raise ConfigurationError(f"{name} {clash}")
+    wide = width_refusal(map(str, columns)) if fmt == "GeoPackage" else None
+    if wide is not None:
+        raise ConfigurationError(f"{name} {wide}")
     if fmt == "GeoPackage":
         for fid in [c for c in frame.columns if isinstance(c, str) and c.casefold() == "fid"]:
             refusal = fid_refusal(frame[fid], fid)
@@ -110,6 +115,23 @@ def _check_place(path: Path) -> None:
         raise ConfigurationError(
             f"cannot write {path}: the directory {path.parent} takes no new file "
             f"({exc.strerror or exc}); make it writable, or write somewhere else") from exc
+
+
+#: The columns a GeoPackage layer holds besides its feature id and geometry: SQLite's
+#: default limit of 2000 columns in a table, which GDAL's own build keeps, less one more
+#: that GDAL takes when the feature ids come from a column (as the writer gives them).
+GEOPACKAGE_MAX_FIELDS = 1997
+
+
+def width_refusal(columns: Iterable[str]) -> str | None:
+    """Why a GeoPackage layer cannot hold ``columns`` (more fields than SQLite's limit,
+    ``geometry`` and a ``fid`` apart); None when it can."""
+    fields = [c for c in columns if c != "geometry" and c.casefold() != "fid"]
+    if len(fields) <= GEOPACKAGE_MAX_FIELDS:
+        return None
+    return (f"cannot hold {len(fields)} columns: a GeoPackage layer holds at most "
+            f"{GEOPACKAGE_MAX_FIELDS} besides its feature id and geometry; keep fewer, or write "
+            "GeoParquet (a .parquet file)")
 
 
 def fid_refusal(fid: pd.Series, column: str) -> str | None:

@@ -23,7 +23,7 @@ import pandas as pd
 import pyogrio
 
 from geotoolkit.errors import ExportError
-from geotoolkit.export.checks import case_clash, fid_refusal, format_of
+from geotoolkit.export.checks import case_clash, fid_refusal, format_of, width_refusal
 from geotoolkit.export.letters import dead_letters
 
 __all__ = ["write_geopackage", "write_geoparquet", "write_results"]
@@ -249,12 +249,15 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
         geocoded = gpd.GeoDataFrame(_layer(matched, result.index, numbered=numbered),
                                     geometry="geometry", crs=result.crs)
+        rest = _layer(letters, result.index, numbered=numbered)
+        wide = width_refusal(map(str, geocoded.columns)) or width_refusal(map(str, rest.columns))
+        if wide is not None:  # GDAL's words: "Error adding field 'c1996' to layer"
+            raise ExportError(f"cannot write GeoPackage {target}: it {wide}")
         # an empty layer has no shape to tell its type by: it is still a layer of Points
         pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
                                 layer_options=_LAYER_OPTIONS,
                                 geometry_type="Point" if geocoded.empty else None)
-        pyogrio.write_dataframe(_layer(letters, result.index, numbered=numbered), partial,
-                                layer="dead_letters", driver="GPKG",
+        pyogrio.write_dataframe(rest, partial, layer="dead_letters", driver="GPKG",
                                 append=False, layer_options=_LAYER_OPTIONS)
     return len(matched), len(letters)
 

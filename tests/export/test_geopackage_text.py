@@ -177,3 +177,22 @@ def test_a_negative_fid_is_refused_before_a_run_too(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="unique whole numbers from 0"):
         check_exportable(frame, tmp_path / "out.gpkg")
     check_exportable(frame, tmp_path / "out.parquet")  # no feature ids there
+
+
+def test_a_table_wider_than_a_geopackage_layer_is_refused_before_the_run(tmp_path: Path) -> None:
+    """SQLite holds at most 2000 columns a table: a CSV of 2100 columns was geocoded whole,
+    every row sent, and then refused by GDAL as "Error adding field 'c1996' to layer"."""
+    frame = pd.DataFrame({"address": ["Vaduz", "Nowhere"],
+                          **{f"c{i}": ["1", "2"] for i in range(2100)}})
+    with pytest.raises(ConfigurationError, match=re.escape(
+            f"{tmp_path / 'out.gpkg'} cannot hold 2110 columns: a GeoPackage layer holds at most "
+            "1997 besides its feature id and geometry; keep fewer, or write GeoParquet")):
+        check_exportable(frame, tmp_path / "out.gpkg")
+    check_exportable(frame, tmp_path / "out.parquet")
+    check_exportable(frame.iloc[:, :1988], tmp_path / "out.gpkg")  # 1997 with the result's
+    target = tmp_path / "out.gpkg"
+    with pytest.raises(ExportError, match=re.escape(
+            f"cannot write GeoPackage {target}: it cannot hold 2110 columns")):
+        write_results(_written(frame), target)
+    assert list(tmp_path.iterdir()) == []
+    assert write_results(_written(frame.iloc[:, :1988]), target) == (1, 1)
