@@ -158,7 +158,7 @@ def read_csv_text(path: Path) -> pd.DataFrame:
         encoding = _encoding(path, opener)
         with opener() as raw, io.TextIOWrapper(raw, encoding=encoding, errors="replace",
                                                newline="") as file:
-            header, second = (file.readline(1 << 16).rstrip("\r\n") for _ in range(2))
+            header, second = _record(file), _record(file)
         hint = _EXCEL_SEP.fullmatch(header)
         if hint is not None:
             header = second
@@ -184,6 +184,19 @@ def read_csv_text(path: Path) -> pd.DataFrame:
             "naming its columns, e.g. address") from exc
     except (OSError, ValueError, EOFError, csv.Error, lzma.LZMAError, zipfile.BadZipFile) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+
+
+def _record(file: io.TextIOWrapper) -> str:
+    """The next record of a CSV, without its line end: a line, and the lines a quoted cell
+    runs on to (a header cell with a line break in it, ``"Customer\naddress"``, saved over
+    two lines); at most 64 KiB of it."""
+    record = ""
+    while len(record) < 1 << 16:
+        line = file.readline(1 << 16)
+        record += line
+        if not line or record.count('"') % 2 == 0:  # "" in a quoted cell: one more pair
+            break
+    return record.rstrip("\r\n")
 
 
 _Opener = Callable[[], contextlib.AbstractContextManager[IO[bytes]]]

@@ -124,3 +124,20 @@ def test_a_compressed_csv_of_points_is_reverse_geocoded(sim: ProviderSimulator,
     path.write_bytes(gzip.compress(b"id,x,y\n1,9.52197,47.13976\n"))
     assert main([*_argv(sim, str(path), out, "reverse"), "--lon", "x", "--lat", "y"]) == 0
     assert pyogrio.read_dataframe(out, layer="geocoded")["id"].tolist() == ["1"]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_a_header_cell_on_two_lines_keeps_every_row(
+        newline: str, sim: ProviderSimulator, tmp_path: Path) -> None:
+    """A spreadsheet header cell with a line break in it (Alt+Enter: "Customer / address")
+    is saved quoted over two lines. Only the first line was read as the header, which
+    seemed to name one column, so the rows whose first cell was empty at the end of the
+    file were taken for blank lines and dropped: 3 rows in, 1 out, without a word."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    lines = ['"Customer', 'address",id', '"Städtle 38, 9490 Vaduz",1', ",2", ",3"]
+    path.write_bytes(newline.join(lines).encode() + newline.encode())
+    argv = [*_argv(sim, str(path), out), "--column", f"Customer{newline}address"]
+    assert main(argv) == 0
+    letters = pyogrio.read_dataframe(out, layer="dead_letters", read_geometry=False)
+    assert pyogrio.read_dataframe(out, layer="geocoded")["id"].tolist() == ["1"]
+    assert letters["id"].tolist() == ["2", "3"]
