@@ -187,16 +187,38 @@ def read_csv_text(path: Path) -> pd.DataFrame:
 
 
 def _record(file: io.TextIOWrapper) -> str:
-    """The next record of a CSV, without its line end: a line, and the lines a quoted cell
+    r"""The next record of a CSV, without its line end: a line, and the lines a quoted cell
     runs on to (a header cell with a line break in it, ``"Customer\naddress"``, saved over
     two lines); at most 64 KiB of it."""
     record = ""
     while len(record) < 1 << 16:
         line = file.readline(1 << 16)
         record += line
-        if not line or record.count('"') % 2 == 0:  # "" in a quoted cell: one more pair
+        if not line or not _in_quotes(record):
             break
     return record.rstrip("\r\n")
+
+
+def _in_quotes(text: str) -> bool:
+    r"""Whether ``text`` ends inside a quoted cell. A quote opens one only where a cell starts
+    (an inch mark in ``Pipe 5"`` is a character), and ``""`` inside one is a quote.
+
+    >>> _in_quotes('"Customer\n'), _in_quotes('"Customer\naddress",id'), _in_quotes('Pipe 5",id')
+    (True, False, False)
+    """
+    quoted, escaped = False, False
+    for i, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif quoted and char == '"':
+            escaped = quoted = text[i + 1:i + 2] == '"'  # "" in a quoted cell: a quote
+        elif char == '"' and (i == 0 or text[i - 1] in _CELL_STARTS):
+            quoted = True
+    return quoted
+
+
+#: What a cell starts after: a line end or a delimiter.
+_CELL_STARTS = frozenset("\r\n" + "".join(CSV_DELIMITERS))
 
 
 _Opener = Callable[[], contextlib.AbstractContextManager[IO[bytes]]]

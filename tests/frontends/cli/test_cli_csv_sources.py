@@ -141,3 +141,14 @@ def test_a_header_cell_on_two_lines_keeps_every_row(
     letters = pyogrio.read_dataframe(out, layer="dead_letters", read_geometry=False)
     assert pyogrio.read_dataframe(out, layer="geocoded")["id"].tolist() == ["1"]
     assert letters["id"].tolist() == ["2", "3"]
+
+
+def test_a_quote_inside_a_header_name_opens_no_cell(sim: ProviderSimulator, tmp_path: Path) -> None:
+    """An inch mark in a column name (``Pipe 5"``) is a character, not the start of a quoted
+    cell: the header is its line alone, as pandas reads it."""
+    path, out = tmp_path / "in.csv", tmp_path / "out.gpkg"
+    path.write_text('id,Pipe 5",address\n0,a,"Städtle 38, 9490 Vaduz"\n1,b,Landstrasse 19\n',
+                    encoding="utf-8")
+    assert main(_argv(sim, str(path), out)) == 0
+    geocoded = pyogrio.read_dataframe(out, layer="geocoded")
+    assert geocoded['Pipe 5"'].tolist() == ["a", "b"]
