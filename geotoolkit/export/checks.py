@@ -13,7 +13,8 @@ from geotoolkit.errors import ConfigurationError
 from geotoolkit.export.dtypes import REVERSE_COLUMNS
 from geotoolkit.schema import GEOCODE_COLUMNS, result_columns
 
-__all__ = ["FORMATS", "check_exportable", "format_of"]
+__all__ = ["FORMATS", "GEOPACKAGE_MAX_FIELDS", "case_clash", "check_exportable", "fid_refusal",
+           "format_of", "width_refusal"]
 
 #: File suffixes the writers know, and the format each selects.
 FORMATS = {".gpkg": "GeoPackage", ".parquet": "GeoParquet", ".geoparquet": "GeoParquet"}
@@ -47,8 +48,9 @@ def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
     The file's directory must exist and take a new file (a file is made there and
     removed), and the file must not be a directory. Column
     names must be non-empty text, distinct even ignoring case (GeoPackage is
-    SQLite: ``Name`` and ``name`` are one column), and a ``fid`` column (in any case)
-    must hold unique whole numbers (GeoPackage uses it as the feature id). With
+    SQLite: ``Name`` and ``name`` are one column), at most
+    :data:`GEOPACKAGE_MAX_FIELDS` of them in a GeoPackage, and a ``fid`` column (in any case)
+    must hold unique whole numbers from 0 (GeoPackage uses it as the feature id). With
     ``reverse``, ``frame`` holds the input columns of a reverse run
     (``ReverseJob.frame``), whose result adds
     :data:`~geotoolkit.export.dtypes.REVERSE_COLUMNS`.
@@ -70,16 +72,29 @@ case: 'address' and 'Address'; rename one of them
         raise ConfigurationError(
             f"{name} needs column names that are non-empty text, got {bad[0]!r}; "
             "rename it (df.columns = [...])")
-    seen: dict[str, str] = {}
-    for column in columns:
-        assert isinstance(column, str)
-        other = seen.setdefault(column.casefold(), column)
-        if other != column:
-            raise ConfigurationError(f"{name} cannot hold columns that differ only in case: "
-                                     f"{other!r} and {column!r}; rename one of them")
+    clash = case_clash([str(c) for c in columns])
+    if clash is not None:
+        raise ConfigurationError(f"{name} {clash}")
+    wide = width_refusal(map(str, columns)) if fmt == "GeoPackage" else None
+    if wide is not None:
+        raise ConfigurationError(f"{name} {wide}")
     if fmt == "GeoPackage":
         for fid in [c for c in frame.columns if isinstance(c, str) and c.casefold() == "fid"]:
-            _check_fid(frame[fid], name, fid)
+            refusal = fid_refusal(frame[fid], fid)
+            if refusal is not None:
+                raise ConfigurationError(f"{name}: {refusal}")
+
+
+def case_clash(columns: Iterable[str]) -> str | None:
+    """What a GeoPackage (SQLite: names ignore case) says of the first two of ``columns``
+    that differ only in case; None when there are none."""
+    seen: dict[str, str] = {}
+    for column in columns:
+        other = seen.setdefault(column.casefold(), column)
+        if other != column:
+            return (f"cannot hold columns that differ only in case: {other!r} and {column!r}; "
+                    "rename one of them")
+    return None
 
 
 def _check_place(path: Path) -> None:
@@ -102,10 +117,31 @@ def _check_place(path: Path) -> None:
             f"({exc.strerror or exc}); make it writable, or write somewhere else") from exc
 
 
-def _check_fid(fid: pd.Series, name: str, column: str) -> None:
+#: The columns a GeoPackage layer holds besides its feature id and geometry: SQLite's
+#: default limit of 2000 columns in a table, which GDAL's own build keeps, less one more
+#: that GDAL takes when the feature ids come from a column (as the writer gives them).
+GEOPACKAGE_MAX_FIELDS = 1997
+
+
+def width_refusal(columns: Iterable[str]) -> str | None:
+    """Why a GeoPackage layer cannot hold ``columns`` (more fields than SQLite's limit,
+    ``geometry`` and a ``fid`` apart); None when it can."""
+    fields = [c for c in columns if c != "geometry" and c.casefold() != "fid"]
+    if len(fields) <= GEOPACKAGE_MAX_FIELDS:
+        return None
+    return (f"cannot hold {len(fields)} columns: a GeoPackage layer holds at most "
+            f"{GEOPACKAGE_MAX_FIELDS} besides its feature id and geometry; keep fewer, or write "
+            "GeoParquet (a .parquet file)")
+
+
+def fid_refusal(fid: pd.Series, column: str) -> str | None:
+    """Why ``fid`` (the values of the input's ``column`` named ``fid`` in any case), which
+    GDAL takes as a GeoPackage's feature ids, cannot be them: they must be unique whole
+    numbers from 0 (GDAL would cut ``1.5`` to 1, and give ``-1``, its "no id", a new one);
+    None when they can."""
     values = pd.to_numeric(fid, errors="coerce")
     whole = values.notna().all() and bool((values == values.round()).all())
-    if not whole or not values.is_unique:
-        raise ConfigurationError(
-            f"{name}: a {column!r} column is GeoPackage's feature id and must hold unique whole "
-            f"numbers; rename it (e.g. df.rename(columns={{{column!r}: 'source_fid'}}))")
+    if whole and values.is_unique and not bool((values < 0).any()):
+        return None
+    return (f"a {column!r} column is GeoPackage's feature id and must hold unique whole numbers "
+            f"from 0; rename it (e.g. df.rename(columns={{{column!r}: 'source_fid'}}))")

@@ -23,7 +23,7 @@ import pandas as pd
 import pyogrio
 
 from geotoolkit.errors import ExportError
-from geotoolkit.export.checks import format_of
+from geotoolkit.export.checks import case_clash, fid_refusal, format_of, width_refusal
 from geotoolkit.export.letters import dead_letters
 
 __all__ = ["write_geopackage", "write_geoparquet", "write_results"]
@@ -79,12 +79,14 @@ def _feature_ids(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def _index_as_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with an index that carries ids (named, or not integers) as its first
-    columns, as GeoDataFrame.to_file does: a layer has no index of its own. A level named
+def _index_as_columns(frame: pd.DataFrame, index: pd.Index) -> pd.DataFrame:
+    """``frame`` (rows of a result whose index is ``index``) with an index that carries ids
+    (named, not integers, or integers that cannot number the rows: repeated, as two
+    concatenated CSVs give, negative, or huge) as its first columns, as
+    GeoDataFrame.to_file does: a layer has no index of its own. A level named
     as a column already is (in any case: GeoPackage is SQLite) is written as
     ``<name>_index``, not refused after the whole run."""
-    if list(frame.index.names) == [None] and pd.api.types.is_integer_dtype(frame.index.dtype):
+    if _row_numbers(index):
         return frame
     taken = {str(c).casefold() for c in frame.columns}
     names = []
@@ -102,10 +104,14 @@ def _numbered(result: pd.DataFrame) -> bool:
     """Whether a GeoPackage's feature ids carry the result's index: an unnamed index of
     distinct whole numbers from 0 (a CSV's rows, a filtered frame's labels), which is
     written nowhere else, and no ``fid`` column of the input's own."""
-    index = result.index
-    if list(index.names) != [None] or not pd.api.types.is_integer_dtype(index.dtype):
-        return False
     if any(isinstance(c, str) and c.casefold() == "fid" for c in result.columns):
+        return False
+    return _row_numbers(result.index)
+
+
+def _row_numbers(index: pd.Index) -> bool:
+    """Whether ``index`` is unnamed distinct whole numbers that can be feature ids."""
+    if list(index.names) != [None] or not pd.api.types.is_integer_dtype(index.dtype):
         return False
     return bool(index.is_unique and (len(index) == 0 or (index.min() >= 0
                                                           and index.max() < _MAX_FID)))
@@ -115,12 +121,13 @@ def _numbered(result: pd.DataFrame) -> bool:
 _MAX_FID = 2**62
 
 
-def _layer(frame: pd.DataFrame, *, numbered: bool = False) -> pd.DataFrame:
-    """Rows as GDAL takes them: an index that carries ids as columns, text columns,
+def _layer(frame: pd.DataFrame, index: pd.Index, *, numbered: bool = False) -> pd.DataFrame:
+    """Rows (of a result whose index is ``index``) as GDAL takes them: an index that
+    carries ids as columns, text columns,
     whole-number feature ids (``numbered``: the index + 1, so the first row of a CSV is
     feature 1 in either layer), and the frame's geometry where it has one (the matched
     rows; a reverse result's dead letters keep their input geometry)."""
-    rows = _feature_ids(_plain(_index_as_columns(frame)))
+    rows = _feature_ids(_plain(_index_as_columns(frame, index)))
     if numbered:
         rows.insert(0, "fid", frame.index.to_numpy(dtype="int64") + 1)
     if isinstance(frame, gpd.GeoDataFrame):
@@ -179,11 +186,22 @@ def _running(pid: int) -> bool:
 
 def _check_names(result: pd.DataFrame, target: Path, what: str) -> None:
     """Refuse column names a file cannot hold (an int from ``pd.DataFrame({0: ...})``, a
-    tuple of MultiIndex columns, an empty name), naming the first and what to do."""
+    tuple of MultiIndex columns, an empty name), naming the first and what to do; for a
+    GeoPackage, names that differ only in case (``LON`` beside ``lon``) and a ``fid``
+    column that cannot be the feature ids (GDAL would cut ``1.5`` to 1), as
+    :func:`~geotoolkit.export.check_exportable` refuses them before a run."""
     bad = [c for c in result.columns if not isinstance(c, str) or not c.strip()]
     if bad:
         raise ExportError(f"cannot write {what} {target}: column names must be non-empty text, "
                           f"got {bad[0]!r}; rename it (result.columns = [...])")
+    if what != "GeoPackage":
+        return
+    clash = case_clash(map(str, result.columns))
+    refusal = None if clash is None else f"it {clash}"
+    for fid in [c for c in result.columns if str(c).casefold() == "fid"]:
+        refusal = refusal or fid_refusal(result[fid], fid)
+    if refusal is not None:  # GDAL's own words say nothing of why, or nothing at all
+        raise ExportError(f"cannot write GeoPackage {target}: {refusal}")
 
 
 @contextlib.contextmanager
@@ -215,8 +233,9 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     The file is written next to ``path`` and moved into place, so an interrupted
     export never leaves a half-written GeoPackage. Every result column is written
     (``geocode_precision`` as text: :func:`~geotoolkit.export.read_results` makes it
-    categorical again); an index that carries ids (named, or not integers) is written
-    as columns of both layers; the dead letters keep the columns of
+    categorical again); an index that carries ids (named, not integers, or integers that
+    cannot be feature ids: repeated, as concatenated tables have them, or negative) is
+    written as columns of both layers; the dead letters keep the columns of
     :func:`~geotoolkit.export.dead_letters`, and for a reverse result their input
     geometry (where each fix was: a point, or the empty, missing or non-point geometry
     that made it a dead letter). Returns the two row counts.
@@ -228,14 +247,17 @@ def write_geopackage(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     letters = dead_letters(result)
     numbered = _numbered(result)
     with _into_place(target, partial, "GeoPackage", _GDAL_ERRORS):
-        geocoded = gpd.GeoDataFrame(_layer(matched, numbered=numbered), geometry="geometry",
-                                    crs=result.crs)
+        geocoded = gpd.GeoDataFrame(_layer(matched, result.index, numbered=numbered),
+                                    geometry="geometry", crs=result.crs)
+        rest = _layer(letters, result.index, numbered=numbered)
+        wide = width_refusal(map(str, geocoded.columns)) or width_refusal(map(str, rest.columns))
+        if wide is not None:  # GDAL's words: "Error adding field 'c1996' to layer"
+            raise ExportError(f"cannot write GeoPackage {target}: it {wide}")
         # an empty layer has no shape to tell its type by: it is still a layer of Points
         pyogrio.write_dataframe(geocoded, partial, layer="geocoded", driver="GPKG",
                                 layer_options=_LAYER_OPTIONS,
                                 geometry_type="Point" if geocoded.empty else None)
-        pyogrio.write_dataframe(_layer(letters, numbered=numbered), partial,
-                                layer="dead_letters", driver="GPKG",
+        pyogrio.write_dataframe(rest, partial, layer="dead_letters", driver="GPKG",
                                 append=False, layer_options=_LAYER_OPTIONS)
     return len(matched), len(letters)
 

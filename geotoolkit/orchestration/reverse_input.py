@@ -5,8 +5,8 @@
     job = reverse_job_from_file("fixes.csv", options, lon="x", lat="y", crs="EPSG:2056")
     result = job.run_sync()
 
-A CSV (a file named ``.csv``, ``.tsv`` or ``.txt``, read as ``geotoolkit geocode`` reads
-one) needs ``lon`` and ``lat`` (the names of its columns: never guessed, and kept
+A CSV (a file named ``.csv``, ``.tsv`` or ``.txt``, compressed or not, or a pipe, read as
+``geotoolkit geocode`` reads one) needs ``lon`` and ``lat`` (the names of its columns: never guessed, and kept
 in the result as read, as text); its ``crs`` defaults to EPSG:4326. Any other file is
 read with :func:`~geotoolkit.export.read_points` (a vector file GDAL reads, or
 GeoParquet) and reverse geocoded from its own geometry and CRS; ``crs`` may only supply
@@ -15,11 +15,19 @@ a CRS the file lacks.
 
 from __future__ import annotations
 
+import bz2
+import contextlib
 import csv
+import gzip
+import io
+import lzma
 import os
 import re
 import warnings
+import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, cast
 
 import geopandas as gpd
 import pandas as pd
@@ -55,7 +63,7 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
     source = Path(path)
     if source.suffix.lower() in _WORKBOOK_SUFFIXES:
         raise _workbook(source)
-    if source.suffix.lower() in CSV_SUFFIXES:
+    if _is_csv(source):
         if lon is None or lat is None:
             raise ConfigurationError("a CSV needs --lon and --lat: the names of its coordinate "
                                      "columns (they are never guessed)")
@@ -72,6 +80,16 @@ def reverse_job_from_file(path: str | os.PathLike[str], options: GeocodeOptions,
         points = _with_crs(points, crs, source)
     _check_located(points, source)
     return ReverseJob(points, options, decimals=decimals, country=country)
+
+
+def _is_csv(source: Path) -> bool:
+    """Whether ``source`` is read as CSV text: named so (``fixes.csv``, ``fixes.csv.gz``), or
+    a pipe (``/dev/stdin``, a shell's ``<(...)``), which no vector format is read from."""
+    suffixes = [s.lower() for s in source.suffixes]
+    if suffixes and suffixes[-1] in _COMPRESSED_SUFFIXES:
+        suffixes.pop()
+    return bool(suffixes and suffixes[-1] in CSV_SUFFIXES) or (
+        source.exists() and not source.is_file() and not source.is_dir())
 
 
 def _check_located(points: pd.DataFrame, path: Path) -> None:
@@ -128,23 +146,27 @@ def read_csv_text(path: Path) -> pd.DataFrame:
     UTF-8 (with or without a byte order mark), or UTF-16 with its byte order mark (what
     Excel saves as "Unicode Text"), its delimiter read off its header
     (``csv_delimiter``), or named by a first line such as ``sep=;`` (Excel's hint, which
-    some exports write above the header). A file in another encoding is refused with
+    some exports write above the header). It may be compressed (gzip, bzip2, xz, or a
+    zip archive holding that one file) or come through a pipe (``/dev/stdin``), read once.
+    A file in another encoding is refused with
     what to do, not read as something it is not (a spreadsheet workbook is told to be
     saved as "CSV UTF-8"); so is a header naming a column twice,
     or a row with more cells than the header (an address with an unquoted delimiter),
     which pandas would otherwise rename (``address.1``) or shift into the index."""
     try:
-        encoding = _encoding(path)
-        with open(path, encoding=encoding, errors="replace", newline="") as file:
-            header, second = (file.readline(1 << 16).rstrip("\r\n") for _ in range(2))
+        opener = _opener(path)
+        encoding = _encoding(path, opener)
+        with opener() as raw, io.TextIOWrapper(raw, encoding=encoding, errors="replace",
+                                               newline="") as file:
+            header, second = _record(file), _record(file)
         hint = _EXCEL_SEP.fullmatch(header)
         if hint is not None:
             header = second
         sep = hint.group(1) if hint is not None else csv_delimiter(header)
         one_column = len(_check_header(path, header, sep)) == 1
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), opener() as raw:
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
+            frame = pd.read_csv(raw, sep=sep, dtype=str, keep_default_na=False, na_values=[""],
                                 encoding=encoding, index_col=False, skip_blank_lines=not one_column,
                                 skiprows=1 if hint is not None else None)
         return _without_trailing_blanks(frame) if one_column else frame
@@ -160,8 +182,89 @@ def read_csv_text(path: Path) -> pd.DataFrame:
         raise ConfigurationError(
             f"cannot read {path}: it is empty (not even a header); a CSV starts with a line "
             "naming its columns, e.g. address") from exc
-    except (OSError, ValueError, csv.Error) as exc:
+    except (OSError, ValueError, EOFError, csv.Error, lzma.LZMAError, zipfile.BadZipFile) as exc:
         raise ConfigurationError(f"cannot read {path}: {exc}") from exc
+
+
+def _record(file: io.TextIOWrapper) -> str:
+    r"""The next record of a CSV, without its line end: a line, and the lines a quoted cell
+    runs on to (a header cell with a line break in it, ``"Customer\naddress"``, saved over
+    two lines); at most 64 KiB of it."""
+    record = ""
+    while len(record) < 1 << 16:
+        line = file.readline(1 << 16)
+        record += line
+        if not line or not _in_quotes(record):
+            break
+    return record.rstrip("\r\n")
+
+
+def _in_quotes(text: str) -> bool:
+    r"""Whether ``text`` ends inside a quoted cell. A quote opens one only where a cell starts
+    (an inch mark in ``Pipe 5"`` is a character), and ``""`` inside one is a quote.
+
+    >>> _in_quotes('"Customer\n'), _in_quotes('"Customer\naddress",id'), _in_quotes('Pipe 5",id')
+    (True, False, False)
+    """
+    quoted, escaped = False, False
+    for i, char in enumerate(text):
+        if escaped:
+            escaped = False
+        elif quoted and char == '"':
+            escaped = quoted = text[i + 1:i + 2] == '"'  # "" in a quoted cell: a quote
+        elif char == '"' and (i == 0 or text[i - 1] in _CELL_STARTS):
+            quoted = True
+    return quoted
+
+
+#: What a cell starts after: a line end or a delimiter.
+_CELL_STARTS = frozenset("\r\n" + "".join(CSV_DELIMITERS))
+
+
+_Opener = Callable[[], contextlib.AbstractContextManager[IO[bytes]]]
+
+#: How a compressed file starts, and the module that reads it: data portals ship ``.csv.gz``.
+_COMPRESSED = ((re.compile(rb"\x1f\x8b"), gzip), (re.compile(rb"BZh[1-9]"), bz2),
+               (re.compile(rb"\xfd7zXZ\x00"), lzma))
+_COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zip")
+
+
+def _opener(path: Path) -> _Opener:
+    """Opens the bytes of ``path``'s text afresh for each read: a file where it is,
+    decompressed if it is compressed (a zip archive holding one CSV, too); a pipe, which
+    can be read once only (a second opening found it empty, or waited for a writer for
+    ever), from its bytes read at once."""
+    data = None if path.is_file() else path.read_bytes()
+
+    def raw() -> IO[bytes]:
+        return open(path, "rb") if data is None else io.BytesIO(data)
+
+    with raw() as file:
+        start = file.read(6)
+    for magic, module in _COMPRESSED:
+        if magic.match(start):
+            return lambda: cast(IO[bytes], module.open(path if data is None else io.BytesIO(data)))
+    member = _zipped_csv(raw) if start.startswith(b"PK\x03\x04") else None
+    if member is not None:
+        return lambda: _zip_member(raw(), member)
+    return raw
+
+
+def _zipped_csv(raw: Callable[[], IO[bytes]]) -> str | None:
+    """The name of the one file of a zip archive, when it is named as CSV text (a workbook
+    is a zip archive too, of many files)."""
+    with raw() as file, zipfile.ZipFile(file) as archive:
+        names = [n for n in archive.namelist()
+                 if not n.endswith("/") and not n.startswith("__MACOSX/")]
+    if len(names) == 1 and Path(names[0]).suffix.lower() in CSV_SUFFIXES:
+        return names[0]
+    return None
+
+
+@contextlib.contextmanager
+def _zip_member(file: IO[bytes], name: str) -> Iterator[IO[bytes]]:
+    with file, zipfile.ZipFile(file) as archive, archive.open(name) as member:
+        yield member
 
 
 #: The byte order marks of UTF-16: the file says its encoding itself.
@@ -182,10 +285,10 @@ def _workbook(path: Path) -> ConfigurationError:
         "text; save the sheet as \"CSV UTF-8\" and give that file")
 
 
-def _encoding(path: Path) -> str:
+def _encoding(path: Path, opener: _Opener) -> str:
     """``utf-16`` for a file that starts with a UTF-16 byte order mark, else ``utf-8-sig``;
     a spreadsheet workbook is refused, naming what to save it as."""
-    with open(path, "rb") as file:
+    with opener() as file:
         start = file.read(4)
     if start.startswith(_WORKBOOKS):
         raise _workbook(path)

@@ -10,8 +10,8 @@ import pandas as pd
 import pyogrio
 import pytest
 
-from geotoolkit import ExportError
-from geotoolkit.export import read_results, write_results
+from geotoolkit import ConfigurationError, ExportError
+from geotoolkit.export import check_exportable, read_results, write_results
 from geotoolkit.orchestration.frame import outcomes_frame
 from geotoolkit.results import Failure, Match
 
@@ -104,3 +104,95 @@ def test_layers_numbered_each_from_one_read_back_one_after_the_other(tmp_path: P
     write_results(result, target)
     back = read_results(target)
     assert back["key"].tolist() == list("bcef") + list("ad") and list(back.index) == list(range(6))
+
+
+@pytest.mark.parametrize("index", [[0, 1, 2, 0, 1, 2], [-3, -2, -1, 0, 1, 2],
+                                   [2**62, 0, 1, 2, 3, 4]])
+def test_an_integer_index_that_cannot_number_the_rows_is_written_as_a_column(
+        tmp_path: Path, index: list[int]) -> None:
+    """Two CSVs read and concatenated (``pd.concat([a, b])``) give each row's label twice:
+    such an index (or a negative or huge one) cannot be the feature ids, and was written
+    nowhere: read back, neither layer said which input row a dead letter was."""
+    addresses, outcomes = _statuses(6)
+    frame = pd.DataFrame({"address": addresses}, index=index)
+    target = tmp_path / "out.gpkg"
+    assert write_results(outcomes_frame(frame, outcomes), target) == (4, 2)
+    back = read_results(target)
+    assert sorted(zip(back["index"], back["address"], strict=True)) == sorted(
+        zip(index, addresses, strict=True))
+    letters = pyogrio.read_dataframe(target, layer="dead_letters", read_geometry=False)
+    assert list(zip(letters["index"], letters["address"], strict=True)) == [
+        (index[0], "row 0"), (index[3], "row 3")]
+
+
+def _written(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` as a result: its first row matched, the others no match."""
+    outcomes: list[Match | Failure] = [
+        Match(lon=9.52, lat=47.14, label="Vaduz", provider="nominatim") if i == 0 else
+        Failure(reason="no match", error="NoMatch", provider="nominatim")
+        for i in range(len(frame))]
+    return outcomes_frame(frame, outcomes)
+
+
+@pytest.mark.parametrize(("columns", "first", "second"), [
+    ({"LON": [8.0, 8.1]}, "LON", "lon"), ({"Geometry": ["a", "b"]}, "Geometry", "geometry"),
+    ({"Address": ["a", "b"]}, "address", "Address")])
+def test_columns_that_differ_only_in_case_are_refused_naming_both(
+        tmp_path: Path, columns: dict[str, list[object]], first: str, second: str) -> None:
+    """GeoPackage is SQLite, whose column names ignore case: a result from a frame with
+    ``LON`` beside the result's ``lon`` was refused with GDAL's "Error adding field 'lon'
+    to layer", which says nothing of why. The command line refuses it before sending
+    (check_exportable); Python users meet it here, after the run."""
+    result = _written(pd.DataFrame({"address": ["Vaduz", "Nowhere"], **columns}))
+    target = tmp_path / "out.gpkg"
+    pair = sorted([first, second], key=list(result.columns).index)
+    with pytest.raises(ExportError, match=re.escape(
+            f"cannot write GeoPackage {target}: it cannot hold columns that differ only in "
+            f"case: {pair[0]!r} and {pair[1]!r}; rename one of them")):
+        write_results(result, target)
+    assert list(tmp_path.iterdir()) == []
+    assert write_results(result, tmp_path / "out.parquet") == (1, 1)  # Parquet can
+
+
+@pytest.mark.parametrize("fid", [[1, 1, 2], [1.5, 2.7, 3.0], [1, None, 3], [-1, 2, 3], ["a", "b", "c"]])
+def test_a_fid_column_that_cannot_be_the_feature_ids_is_refused_not_altered(
+        tmp_path: Path, fid: list[object]) -> None:
+    """GDAL takes a ``fid`` column as the feature ids: ``1.5`` and ``2.7`` were written as
+    1 and 2 without a word, ``-1`` (GDAL's "no id") as a new id, and repeated or missing
+    ids, or text, failed with "UNIQUE constraint failed: geocoded.fid" or pandas' words."""
+    result = _written(pd.DataFrame({"address": ["Vaduz", "Schaan", "Nowhere"], "fid": fid}))
+    result.loc[1, "geocode_status"] = "matched"
+    target = tmp_path / "out.gpkg"
+    with pytest.raises(ExportError, match=re.escape(
+            f"cannot write GeoPackage {target}: a 'fid' column is GeoPackage's feature id and "
+            "must hold unique whole numbers from 0; rename it")):
+        write_results(result, target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_negative_fid_is_refused_before_a_run_too(tmp_path: Path) -> None:
+    """The command line checks its CSV before sending: a QGIS-less ``fid`` of -1 passed,
+    and GDAL wrote that row under a new id."""
+    frame = pd.DataFrame({"address": ["Vaduz", "Schaan"], "fid": ["-1", "2"]})
+    with pytest.raises(ConfigurationError, match="unique whole numbers from 0"):
+        check_exportable(frame, tmp_path / "out.gpkg")
+    check_exportable(frame, tmp_path / "out.parquet")  # no feature ids there
+
+
+def test_a_table_wider_than_a_geopackage_layer_is_refused_before_the_run(tmp_path: Path) -> None:
+    """SQLite holds at most 2000 columns a table: a CSV of 2100 columns was geocoded whole,
+    every row sent, and then refused by GDAL as "Error adding field 'c1996' to layer"."""
+    frame = pd.DataFrame({"address": ["Vaduz", "Nowhere"],
+                          **{f"c{i}": ["1", "2"] for i in range(2100)}})
+    with pytest.raises(ConfigurationError, match=re.escape(
+            f"{tmp_path / 'out.gpkg'} cannot hold 2110 columns: a GeoPackage layer holds at most "
+            "1997 besides its feature id and geometry; keep fewer, or write GeoParquet")):
+        check_exportable(frame, tmp_path / "out.gpkg")
+    check_exportable(frame, tmp_path / "out.parquet")
+    check_exportable(frame.iloc[:, :1988], tmp_path / "out.gpkg")  # 1997 with the result's
+    target = tmp_path / "out.gpkg"
+    with pytest.raises(ExportError, match=re.escape(
+            f"cannot write GeoPackage {target}: it cannot hold 2110 columns")):
+        write_results(_written(frame), target)
+    assert list(tmp_path.iterdir()) == []
+    assert write_results(_written(frame.iloc[:, :1988]), target) == (1, 1)
