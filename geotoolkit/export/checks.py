@@ -144,4 +144,5 @@ def fid_refusal(fid: pd.Series, column: str) -> str | None:
     if whole and values.is_unique and not bool((values < 0).any()):
         return None
     return (f"a {column!r} column is GeoPackage's feature id and must hold unique whole numbers "
-            f"from 0; rename it (e.g. df.rename(columns={{{column!r}: 'source_fid'}}))")
+            f"from 0; rename it, e.g. to 'source_fid' (in the CSV's header, or "
+            f"df.rename(columns={{{column!r}: 'source_fid'}}))")

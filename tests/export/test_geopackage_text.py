@@ -174,7 +174,8 @@ def test_a_negative_fid_is_refused_before_a_run_too(tmp_path: Path) -> None:
     """The command line checks its CSV before sending: a QGIS-less ``fid`` of -1 passed,
     and GDAL wrote that row under a new id."""
     frame = pd.DataFrame({"address": ["Vaduz", "Schaan"], "fid": ["-1", "2"]})
-    with pytest.raises(ConfigurationError, match="unique whole numbers from 0"):
+    with pytest.raises(ConfigurationError, match=re.escape(
+            "unique whole numbers from 0; rename it, e.g. to 'source_fid' (in the CSV's header")):
         check_exportable(frame, tmp_path / "out.gpkg")
     check_exportable(frame, tmp_path / "out.parquet")  # no feature ids there
 
