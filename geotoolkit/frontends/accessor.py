@@ -10,6 +10,7 @@ GeoDataFrame)::
     result = result.geocode.retry(fixed, provider=...)   # ...send only those again
 
     places = gdf.geocode.reverse(provider=...)   # Points in any CRS -> the addresses there
+    result = await df.geocode.run_async("address", provider=...)   # on the running loop
 
 A thin front end: the options become one
 :class:`~geotoolkit.orchestration.options.GeocodeOptions`, the work is a
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 
     from geotoolkit.display.map import ResultMap
     from geotoolkit.frontends.background import GeocodeJob
+    from geotoolkit.orchestration.job import FrameJob
+    from geotoolkit.orchestration.reverse import ReverseJob
 
 __all__ = ["GeocodeAccessor"]
 
@@ -116,16 +119,38 @@ class GeocodeAccessor:
             Bad options or columns, caught before anything is opened or sent.
         """
         from geotoolkit.display.sinks import progress_sink
-        from geotoolkit.orchestration.job import Columns, FrameJob
-        from geotoolkit.orchestration.options import GeocodeOptions
 
-        columns = Columns.take(column, options)
-        job = FrameJob(self._obj, columns, GeocodeOptions.from_env(**options))
+        job = self._frame_job(column, options)
         if background:
             from geotoolkit.frontends.background import start_in_background
 
             return start_in_background(job, progress)
         return job.run_sync(progress_sink(progress))
+
+    async def run_async(self, column: str | None = None, *, progress: Any = "auto",
+                        **options: Any) -> gpd.GeoDataFrame:
+        """:meth:`run`, awaited: ``out = await df.geocode.run_async("address", ...)`` in a
+        Jupyter cell, an ``async def`` task (Prefect, Dagster) or any asyncio program.
+
+        The batch runs on the caller's event loop (gate and cache calls in worker
+        threads), so the loop keeps serving other tasks, widgets and the kernel while
+        it waits for the provider. Cancelling the task (the notebook's stop button on a
+        cell with ``await``) stops the batch: the rows already settled are kept in the
+        cache, so a rerun sends only the rest, and ``CancelledError`` is raised. The
+        parameters, result and errors are those of :meth:`run` (no ``background``: the
+        task is the handle).
+        """
+        from geotoolkit.display.sinks import progress_sink
+
+        job = self._frame_job(column, options)
+        return job.result(await job.run(progress_sink(progress)))
+
+    def _frame_job(self, column: str | None, options: dict[str, Any]) -> FrameJob:
+        from geotoolkit.orchestration.job import Columns, FrameJob
+        from geotoolkit.orchestration.options import GeocodeOptions
+
+        columns = Columns.take(column, options)
+        return FrameJob(self._obj, columns, GeocodeOptions.from_env(**options))
 
     def reverse(
         self,
@@ -205,16 +230,32 @@ class GeocodeAccessor:
         ('EPSG:4326', 2.2)
         """
         from geotoolkit.display.sinks import progress_sink
-        from geotoolkit.orchestration.options import GeocodeOptions
-        from geotoolkit.orchestration.reverse import reverse_job
 
-        job = reverse_job(self._obj, GeocodeOptions.from_env(**options), lon=lon, lat=lat,
-                          crs=crs, decimals=decimals, country=country)
+        job = self._reverse_job(lon, lat, crs, decimals, country, options)
         if background:
             from geotoolkit.frontends.background import start_in_background
 
             return start_in_background(job, progress)
         return job.run_sync(progress_sink(progress))
+
+    async def reverse_async(self, *, lon: str | None = None, lat: str | None = None,
+                            crs: Any = None, decimals: int = REVERSE_DECIMALS,
+                            country: str | None = None, progress: Any = "auto",
+                            **options: Any) -> gpd.GeoDataFrame:
+        """:meth:`reverse`, awaited on the caller's event loop, as :meth:`run_async` is
+        :meth:`run`: ``out = await fixes.geocode.reverse_async(provider=...)``."""
+        from geotoolkit.display.sinks import progress_sink
+
+        job = self._reverse_job(lon, lat, crs, decimals, country, options)
+        return job.result(await job.run(progress_sink(progress)))
+
+    def _reverse_job(self, lon: str | None, lat: str | None, crs: Any, decimals: int,
+                     country: str | None, options: dict[str, Any]) -> ReverseJob:
+        from geotoolkit.orchestration.options import GeocodeOptions
+        from geotoolkit.orchestration.reverse import reverse_job
+
+        return reverse_job(self._obj, GeocodeOptions.from_env(**options), lon=lon, lat=lat,
+                           crs=crs, decimals=decimals, country=country)
 
     def dead_letters(self) -> pd.DataFrame:
         """The rows of a result that did not match (too coarse, no match or flagged), with

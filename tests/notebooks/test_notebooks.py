@@ -212,21 +212,32 @@ sim.stop()""",
 ]
 
 
-def test_the_stop_button_interrupts_a_run_in_a_cell_with_await(tmp_path: Path) -> None:
+AWAITED_RUN = """\
+await frame.geocode.run_async("address", rate=2.0, progress=stop_button, **options)"""
+
+
+@pytest.mark.parametrize("run", ["run", "run_async"])
+def test_the_stop_button_interrupts_a_run_in_a_cell_with_await(tmp_path: Path, run: str) -> None:
     """In a cell with ``await`` ipykernel's SIGINT handler only schedules the cell's
     cancellation on the kernel's loop, which the blocked ``run()`` held: the stop button
     did nothing, all 20 rows were sent (10 s at 2 requests/s) and the cell ended as if
-    never interrupted. Now the run stops, keeps its rows and a rerun resumes."""
+    never interrupted. Now the run stops, keeps its rows and a rerun resumes; so does a
+    ``run_async`` awaited on the kernel's loop, which that cancellation reaches."""
     from nbclient import NotebookClient
 
+    sources = list(INTERRUPTED_AWAIT_CELL)
+    if run == "run_async":
+        sources[1] = AWAITED_RUN
     notebook = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell(source) for source in INTERRUPTED_AWAIT_CELL],
+        cells=[nbformat.v4.new_code_cell(source) for source in sources],
         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     NotebookClient(notebook, timeout=60, kernel_name=_kernel_name(), allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     setup, cell, after = (c.outputs for c in notebook.cells)
     assert not [o for o in setup + after if o.output_type == "error"], setup + after
-    assert [o.ename for o in cell if o.output_type == "error"] == ["KeyboardInterrupt"]
+    # ipykernel says CancelledError for any awaited cell it interrupts (`await asyncio.sleep`)
+    stopped = "KeyboardInterrupt" if run == "run" else "CancelledError"
+    assert [o.ename for o in cell if o.output_type == "error"] == [stopped]
     text = "".join(o.get("text", "") for o in after)
     settled = int(re.search(r"settled: (\d+)", text).group(1))  # type: ignore[union-attr]
     assert "interrupted: True" in text and 0 < settled < 20
