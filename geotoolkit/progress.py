@@ -214,8 +214,7 @@ class Tally:
 
     def update(self, event: Event) -> None:
         if self.next_run(event):
-            for f in dataclasses.fields(self):  # every field has a plain default
-                setattr(self, f.name, f.default)
+            vars(self).update(vars(Tally()))
         self.last_at = max(self.last_at, event.at)
         if isinstance(event, BatchStarted):
             if self.stage is None or self.stage.stage == 1:  # a later stage's rows are counted

@@ -89,7 +89,6 @@ def _clean(outcome: Outcome, hide: Callable[[str], str]) -> Outcome:
     return outcome if reason == outcome.reason else dataclasses.replace(outcome, reason=reason)
 
 
-
 def _clean_place(place: Place, hide: Callable[[str], str]) -> Place:
     """``place`` with its text fields (a street, a postcode, the provider's id) redacted
     and bounded: a server that echoes the key there must not put it in the cache or a file."""
