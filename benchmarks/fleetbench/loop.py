@@ -11,6 +11,10 @@ at the next slot.
   limit, measured against the same limiter in the same run as the fleet.
 - The **other client** (``rows`` = 0) runs until it is terminated (SIGTERM), or for
   ``seconds``: an uncoordinated program taking its share of the same key.
+- One of an **ideal fleet** (``stride`` > 1, ``benchmarks/ideal_fleet.py``): ``stride``
+  loops share one schedule at ``rate``, each sending every ``stride``-th slot from
+  ``slot`` on, all from one ``start_at`` (a ``time.monotonic`` instant, shared by every
+  process of the machine): what a fleet that knew the limit and needed no gate would do.
 
 Both open their connection before the schedule starts (a ``/status`` request, which is
 neither keyed nor limited), so their first request is not late.
@@ -41,6 +45,9 @@ class LoopArgs:
     rows: int = 0  #: successes to reach; 0: until terminated
     niceness: int = 0
     seconds: float = 0.0  #: stop once this long after the schedule starts; 0: no deadline
+    slot: int = 0  #: this loop's first slot of the schedule
+    stride: int = 1  #: every ``stride``-th slot of the schedule at ``rate`` is this loop's
+    start_at: float = 0.0  #: the schedule's start, a ``time.monotonic`` instant (0: at once)
 
 
 class _Stop(Exception):
@@ -57,12 +64,13 @@ def run_loop(args: LoopArgs) -> tuple[int, int]:
     limit = 3 * args.rows if args.rows else None
     with httpx.Client(timeout=20.0, headers={"user-agent": "plain-loop/1.0"}) as client:
         client.get(f"{args.url}/status")
-        start = time.monotonic()
+        start = args.start_at or time.monotonic()
         try:
             while (not args.rows or ok < args.rows) and (limit is None or sent < limit):
-                if args.seconds and sent / args.rate >= args.seconds:
+                at = (args.slot + sent * args.stride) / args.rate  # this send's slot
+                if args.seconds and at >= args.seconds:
                     break  # the next slot is past the deadline
-                delay = start + sent / args.rate - time.monotonic()
+                delay = start + at - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
                 params = {"q": f"{args.prefix} {row}, 9490 Vaduz", "format": "jsonv2",

@@ -34,7 +34,7 @@ from typing import Any
 from fleetbench.spec import CellSpec, target_of
 from fleetbench.target import Arrival
 
-__all__ = ["Figures", "inside", "jitter", "late_half", "merged", "overlap", "steady",
+__all__ = ["Figures", "inside", "jitter", "late_half", "merged", "overlap", "refusals", "steady",
            "summarise", "utilisation", "why"]
 
 #: A 429 this close to a calendar window's edge (either side) is part of a storm there.
@@ -209,6 +209,25 @@ def edge_429s(arrivals: Sequence[Arrival], window: float) -> int:
             if min(offset, window - offset) <= EDGE_SECONDS:
                 count += 1
     return count
+
+
+def refusals(arrivals: Sequence[Arrival]) -> list[tuple[float, float | None]]:
+    """Each 429: seconds since the first arrival, and the gap in ms since the last request
+    let through before it (``None``: none yet).
+
+    >>> a = [Arrival(t, t, s, "fleet") for t, s in ((10.0, 200), (10.099, 429), (10.2, 200))]
+    >>> [(round(t, 3), round(g, 1)) for t, g in refusals(a)]
+    [(0.099, 99.0)]
+    """
+    out: list[tuple[float, float | None]] = []
+    last_ok: float | None = None
+    for arrival in arrivals:
+        if arrival.status == 200:
+            last_ok = arrival.time
+        elif arrival.status == 429:
+            gap = None if last_ok is None else (arrival.time - last_ok) * 1000.0
+            out.append((arrival.time - arrivals[0].time, gap))
+    return out
 
 
 def _fleet(figures: Figures, cell: CellSpec, arrivals: Sequence[Arrival], launched: float) -> None:
