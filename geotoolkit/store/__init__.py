@@ -85,5 +85,5 @@ def open_store(
 
         return PostgresStore(cache, **options)
     raise ConfigurationError(
-        f"unknown cache URL {redact(cache)!r}: use None (the default SQLite file), False, "
-        "memory://, sqlite:///path or postgresql://...")
+        f"unknown cache URL {redact(cache)!r}: use sqlite:///path, memory://, postgresql://... "
+        "or none (no cache); in Python also None (the default SQLite file) or False")

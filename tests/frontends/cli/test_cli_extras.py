@@ -120,3 +120,17 @@ def test_no_message_names_the_unrelated_pypi_package() -> None:
             for line in path.read_text(encoding="utf-8").splitlines()
             if re.search(r"pip install (?:-U |--upgrade )?['\"]?geotoolkit\b", line)]
     assert said == []
+
+
+def test_a_misspelt_cache_url_says_what_the_flag_takes(
+        sim: ProviderSimulator, csv_path: Path, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--cache sqlite:/c.sqlite`` (one slash) was told to ``use None (the default SQLite
+    file), False, ...``: Python values, which the flag does not take (``--cache False`` is
+    refused in turn). Now the message names the URLs and ``none``, as ``--cache`` does."""
+    assert main(_geocode(sim, csv_path, tmp_path / "out.gpkg", "--gate", "memory://",
+                         "--cache", "sqlite:/c.sqlite")) == 2
+    err = capsys.readouterr().err
+    assert "use sqlite:///path, memory://, postgresql://... or none (no cache)" in err, err
+    assert "use None" not in err
+    assert sim.count() == 0
