@@ -7,16 +7,54 @@ or ``postgres://``.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from urllib.parse import unquote, urlsplit
 
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.redact import redact
 
-__all__ = ["BACKENDS", "backend_of", "bad_dsn", "check_userinfo", "sqlite_path"]
+__all__ = ["BACKENDS", "CLIENTS", "backend_of", "bad_dsn", "check_userinfo", "client_of",
+           "install_extra", "sqlite_path"]
 
 #: The backend each URL scheme selects.
 BACKENDS = {"memory": "memory", "sqlite": "sqlite", "redis": "redis", "rediss": "redis",
             "unix": "redis", "postgresql": "postgres", "postgres": "postgres"}
+
+#: The client library a server backend needs, and the extra of geotoolkit that installs it.
+CLIENTS = {"redis": ("redis", "redis"), "postgres": ("psycopg", "postgres")}
+
+
+def install_extra(extra: str) -> str:
+    """How to install one of geotoolkit's extras: from its checkout, since the package
+    named ``geotoolkit`` on PyPI is an unrelated one (installing the extra by the package's
+    name fetches it in a fresh environment).
+
+    >>> print(install_extra("map"))
+    pip install -e '.[map]' in geotoolkit's checkout
+    """
+    return f"pip install -e '.[{extra}]' in geotoolkit's checkout"
+
+
+@contextlib.contextmanager
+def client_of(backend: str, what: str) -> Iterator[None]:
+    """Around the import of a server backend's adapter: its client library missing (the
+    extra not installed) is a ``ConfigurationError`` naming the extra to install, not a
+    ``ModuleNotFoundError`` from deep inside the run. ``what`` names the store
+    (``"Redis gate"``).
+
+    In an environment without psycopg, ``open_store("postgresql://...")`` says:
+    ``a PostgreSQL cache needs psycopg, which is not installed here: pip install -e
+    '.[postgres]' in geotoolkit's checkout``.
+    """
+    module, extra = CLIENTS[backend]
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        raise ConfigurationError(f"a {what} needs {module}, which is not installed here: "
+                                 f"{install_extra(extra)}") from exc
 
 
 def backend_of(url: str) -> str | None:

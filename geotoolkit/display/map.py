@@ -28,6 +28,7 @@ from geotoolkit.errors import ConfigurationError
 from geotoolkit.redact import redact
 from geotoolkit.results import PRECISIONS
 from geotoolkit.schema import result_columns
+from geotoolkit.urls import install_extra
 
 __all__ = ["MAX_POINTS", "PRECISION_COLOURS", "ResultMap", "explore"]
 
@@ -50,7 +51,7 @@ def _require_folium() -> None:
     except ImportError as exc:
         raise ConfigurationError(
             f"the map needs folium, mapclassify and matplotlib ({exc.name} is missing): "
-            "pip install 'geotoolkit[map]'") from exc
+            f"{install_extra('map')}") from exc
 
 
 @dataclass

@@ -10,6 +10,7 @@ the flag's argparse settings (``cli``); docstrings and ``--help`` are built from
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import random
@@ -73,10 +74,22 @@ def rate_arg(text: str) -> float:
 
     >>> rate_arg("2.5"), rate_arg("unlimited")
     (2.5, inf)
+
+    Anything else is no rate (argparse's "invalid rate_arg value" named this function):
+
+    >>> rate_arg("fast")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'fast' is not a rate: give requests per second (such as 1.5) \
+or 'unlimited'
     """
     if text.strip().lower() in ("unlimited", "inf"):
         return math.inf
-    return float(text)
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a rate: give requests per second (such as 1.5) or 'unlimited'") from None
 
 
 def _rate(value: object) -> RatePolicy | None:

@@ -12,12 +12,16 @@ import pandas as pd
 from geotoolkit.errors import ConfigurationError
 from geotoolkit.export.dtypes import REVERSE_COLUMNS
 from geotoolkit.schema import GEOCODE_COLUMNS, result_columns
+from geotoolkit.urls import install_extra
 
-__all__ = ["FORMATS", "GEOPACKAGE_MAX_FIELDS", "case_clash", "check_exportable", "fid_refusal",
-           "format_of", "width_refusal"]
+__all__ = ["FORMATS", "GEOPACKAGE_MAX_FIELDS", "PYARROW_MISSING", "case_clash", "check_exportable",
+           "fid_refusal", "format_of", "width_refusal"]
 
 #: File suffixes the writers know, and the format each selects.
 FORMATS = {".gpkg": "GeoPackage", ".parquet": "GeoParquet", ".geoparquet": "GeoParquet"}
+
+#: What writing GeoParquet without pyarrow (the ``parquet`` extra) says.
+PYARROW_MISSING = f"GeoParquet needs pyarrow, which is not installed here: {install_extra('parquet')}"
 
 
 def format_of(path: str | os.PathLike[str]) -> str:
@@ -46,7 +50,7 @@ def check_exportable(frame: pd.DataFrame, path: str | os.PathLike[str], *,
     """Refuse, before any request, a frame whose result ``path`` could not hold.
 
     The file's directory must exist and take a new file (a file is made there and
-    removed), and the file must not be a directory. Column
+    removed), and the file must not be a directory; GeoParquet needs pyarrow. Column
     names must be non-empty text, distinct even ignoring case (GeoPackage is
     SQLite: ``Name`` and ``name`` are one column), at most
     :data:`GEOPACKAGE_MAX_FIELDS` of them in a GeoPackage, and a ``fid`` column (in any case)
@@ -66,6 +70,8 @@ case: 'address' and 'Address'; rename one of them
     fmt = format_of(path)
     name = os.fspath(path)
     _check_place(Path(path))
+    if fmt == "GeoParquet":
+        _require_pyarrow()
     columns = _result_columns(frame.columns, reverse=reverse)
     bad = [c for c in columns if not isinstance(c, str) or not c.strip()]
     if bad:
@@ -95,6 +101,13 @@ def case_clash(columns: Iterable[str]) -> str | None:
             return (f"cannot hold columns that differ only in case: {other!r} and {column!r}; "
                     "rename one of them")
     return None
+
+
+def _require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(PYARROW_MISSING) from exc
 
 
 def _check_place(path: Path) -> None:

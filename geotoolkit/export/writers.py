@@ -23,7 +23,13 @@ import pandas as pd
 import pyogrio
 
 from geotoolkit.errors import ExportError
-from geotoolkit.export.checks import case_clash, fid_refusal, format_of, width_refusal
+from geotoolkit.export.checks import (
+    PYARROW_MISSING,
+    case_clash,
+    fid_refusal,
+    format_of,
+    width_refusal,
+)
 from geotoolkit.export.letters import dead_letters
 
 __all__ = ["write_geopackage", "write_geoparquet", "write_results"]
@@ -285,7 +291,7 @@ def write_geoparquet(result: gpd.GeoDataFrame, path: str | os.PathLike[str]) -> 
     try:
         import pyarrow
     except ImportError as exc:
-        raise ExportError("GeoParquet needs pyarrow: pip install 'geotoolkit[parquet]'") from exc
+        raise ExportError(PYARROW_MISSING) from exc
     frame = gpd.GeoDataFrame(_plain(result, gdal=False), geometry=result.geometry.name,
                              crs=result.crs)
     with _into_place(target, partial, "GeoParquet", (*_ERRORS, pyarrow.ArrowException)):

@@ -60,7 +60,7 @@ from geotoolkit.providers import PROVIDERS, get_provider
 from geotoolkit.providers.nominatim import PUBLIC_NOMINATIM
 from geotoolkit.redact import redact
 from geotoolkit.results import REVERSE_DECIMALS
-from geotoolkit.urls import backend_of, check_userinfo
+from geotoolkit.urls import backend_of, check_userinfo, client_of
 
 if TYPE_CHECKING:
     import geopandas as gpd
@@ -463,7 +463,8 @@ def _gate_init(url: str) -> int:
     if backend != "postgres":
         print(f"nothing to initialise for {backend}: created on first use")
         return 0
-    from geotoolkit.gate.postgres import init_schema
+    with client_of(backend, "PostgreSQL gate"):
+        from geotoolkit.gate.postgres import init_schema
 
     init_schema(url)
     print("gate tables ready")

@@ -75,7 +75,7 @@ from geotoolkit.orchestration.options import GeocodeOptions, with_options_signat
 from geotoolkit.providers.policies import check_usage_policy
 from geotoolkit.redact import redact
 from geotoolkit.results import REVERSE_DECIMALS
-from geotoolkit.urls import backend_of, sqlite_path
+from geotoolkit.urls import backend_of, install_extra, sqlite_path
 
 if TYPE_CHECKING:
     import dask.dataframe as dd
@@ -173,7 +173,7 @@ def _dask_geopandas() -> Any:
         import dask_geopandas
     except ImportError as exc:
         raise ImportError("geotoolkit's dask front end needs dask-geopandas: "
-                          "pip install 'geotoolkit[dask]'") from exc
+                          f"{install_extra('dask')}") from exc
     return dask_geopandas
 
 

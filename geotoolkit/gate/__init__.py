@@ -21,7 +21,7 @@ from geotoolkit.gate.base import (
 from geotoolkit.gate.memory import MemoryGate
 from geotoolkit.gate.sqlite import SQLiteGate, default_gate_path
 from geotoolkit.redact import redact
-from geotoolkit.urls import backend_of, check_userinfo, sqlite_path
+from geotoolkit.urls import backend_of, check_userinfo, client_of, sqlite_path
 
 __all__ = [
     "Aimd",
@@ -90,9 +90,11 @@ def _timeout(timeout_seconds: float | None) -> dict[str, Any]:
 def _open_server_gate(backend: str | None, url: str, timeout_seconds: float | None) -> Gate:
     opener: Any
     if backend == "redis":
-        from geotoolkit.gate.redis import RedisGate as opener
+        with client_of(backend, "Redis gate"):
+            from geotoolkit.gate.redis import RedisGate as opener
     elif backend == "postgres":
-        from geotoolkit.gate.postgres import PostgresGate as opener
+        with client_of(backend, "PostgreSQL gate"):
+            from geotoolkit.gate.postgres import PostgresGate as opener
     else:
         raise ConfigurationError(
             f"unknown gate URL {redact(url)!r}: use memory://, "

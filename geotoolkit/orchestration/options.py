@@ -101,8 +101,8 @@ def _check_cache(cache: object) -> None:
         check_userinfo(cache, "cache")
         if backend_of(cache) not in ("memory", "sqlite", "postgres"):
             raise ConfigurationError(
-                f"unknown cache URL {redact(cache)!r}: use None (the default SQLite file), False, "
-                "memory://, sqlite:///path or postgresql://...")
+                f"unknown cache URL {redact(cache)!r}: use sqlite:///path, memory://, postgresql://... "
+                "or none (no cache); in Python also None (the default SQLite file) or False")
         return
     if cache is True or not all(hasattr(cache, m) for m in _STORE_METHODS):
         raise ConfigurationError(

@@ -32,7 +32,7 @@ from geotoolkit.redact import redact
 from geotoolkit.store.base import DEFAULT_NO_MATCH_TTL_SECONDS, ResultStore, StoreError
 from geotoolkit.store.memory import MemoryStore
 from geotoolkit.store.sqlite import SQLiteStore, default_store_path
-from geotoolkit.urls import backend_of, check_userinfo, sqlite_path
+from geotoolkit.urls import backend_of, check_userinfo, client_of, sqlite_path
 
 __all__ = [
     "DEFAULT_NO_MATCH_TTL_SECONDS",
@@ -80,9 +80,10 @@ def open_store(
     if backend == "sqlite":
         return SQLiteStore(sqlite_path(cache), **options)
     if backend == "postgres":
-        from geotoolkit.store.postgres import PostgresStore
+        with client_of(backend, "PostgreSQL cache"):
+            from geotoolkit.store.postgres import PostgresStore
 
         return PostgresStore(cache, **options)
     raise ConfigurationError(
-        f"unknown cache URL {redact(cache)!r}: use None (the default SQLite file), False, "
-        "memory://, sqlite:///path or postgresql://...")
+        f"unknown cache URL {redact(cache)!r}: use sqlite:///path, memory://, postgresql://... "
+        "or none (no cache); in Python also None (the default SQLite file) or False")

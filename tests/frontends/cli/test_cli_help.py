@@ -92,3 +92,17 @@ def test_output_says_what_becomes_of_an_existing_file(capsys: pytest.CaptureFixt
     output = _option(_help(capsys, command), "-o OUTPUT, --output OUTPUT")
     assert "an existing file is replaced whole, other layers and all" in output
     assert "never appended to" in output
+
+
+@pytest.mark.parametrize("command", ["geocode", "reverse", "demo"])
+def test_a_rate_that_is_no_number_says_what_a_rate_is(capsys: pytest.CaptureFixture[str],
+                                                      command: str) -> None:
+    """``--rate fast`` said ``invalid rate_arg value: 'fast'``: the name of a Python function,
+    and not what the flag takes. Now it says: requests per second, or unlimited."""
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "in.csv", "-o", "out.gpkg", "--rate", "fast"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "rate_arg" not in err
+    assert "argument --rate: 'fast' is not a rate: give requests per second (such as 1.5) or " \
+           "'unlimited'" in err, err
