@@ -258,7 +258,7 @@ class RedisGate(FleetGate):
 
 def _refused_setting(exc: BaseException) -> bool:
     """Whether Redis refused a setting of the URL (a password, an ACL user's rights, a db
-    index), not the connection: no retry heals it.
+    index, a read-only replica's address), not the connection: no retry heals it.
 
     >>> _refused_setting(redis.AuthenticationError("invalid username-password pair"))
     True
@@ -267,6 +267,7 @@ def _refused_setting(exc: BaseException) -> bool:
     >>> _refused_setting(redis.ConnectionError("Connection refused"))
     False
     """
-    if isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError):
+    if isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError
+                  | redis.ReadOnlyError):  # a replica's URL: every write refused
         return True
     return isinstance(exc, redis.ResponseError) and "db index is out of range" in str(exc).lower()

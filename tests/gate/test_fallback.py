@@ -493,3 +493,57 @@ def test_a_setting_refused_after_the_store_answered_degrades_as_an_outage() -> N
     with pytest.warns(GateUnavailableWarning):
         gate.reserve(KEY, 0.1)
     assert gate.degraded
+
+
+def test_a_redis_read_only_replica_stops_the_run_instead_of_pacing_alone(redis_server: Any) -> None:
+    """A replica's URL given for the primary's answers every write ``READONLY``, for ever:
+    the gate warned and paced every worker alone at 25 % for the whole run (found by
+    pointing a run at a replica). It is a setting no retry heals, like a wrong db index."""
+    import redis
+
+    from geotoolkit.gate import open_gate
+
+    redis_server.start()
+    admin = redis.Redis.from_url(redis_server.url)
+    # A replica of a primary that is not there: read-only from now on.
+    admin.replicaof("127.0.0.1", redis_server.port + 1 if redis_server.port < 65535 else 1)
+    gate = open_gate(redis_server.url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError, match="read only replica") as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+        admin.close()
+    assert info.value.permanent
+
+
+@pytest.mark.parametrize("setting", [
+    pytest.param({"options": "-cdefault_transaction_read_only=on"}, id="read-only"),
+    pytest.param({"options": "-csearch_path=geotoolkit_no_such_schema"}, id="no schema"),
+    pytest.param({"sslmode": "bogus"}, id="bad parameter"),
+    pytest.param({"options": "-cgeotoolkit_no_such_setting=1"}, id="unknown setting"),
+])
+def test_a_postgres_that_can_never_serve_the_gate_stops_the_run(
+        postgres_dsn: str, setting: dict[str, str]) -> None:
+    """A hot standby or a read-only role (every write refused), a ``search_path`` naming
+    no schema (nowhere to create the tables), a connection parameter libpq refuses or a
+    setting the server does not know: the
+    gate warned and paced every worker alone at 25 % for the whole run (found by running
+    with each against the shared server). No retry heals them: the error is raised."""
+    from urllib.parse import urlencode
+
+    from geotoolkit.gate import open_gate
+
+    if "://" not in postgres_dsn:
+        pytest.skip("a key=value DSN")
+    gate = open_gate(f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}{urlencode(setting)}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError) as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+    assert info.value.permanent
