@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from geotoolkit.clock import Clock, SystemClock
-from geotoolkit.errors import GateError
+from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.files import private_file
 from geotoolkit.gate.base import Aimd, check_timeout
 from geotoolkit.gate.fleet import period_of
@@ -101,6 +101,12 @@ class SQLiteStore(Primitives):
 
     def __init__(self, path: str | Path | None = None, *, clock: Clock | None = None,
                  timeout_seconds: float = 30.0) -> None:
+        if path is not None and str(path).strip() in (":memory:", ""):
+            # SQLite gives each connection its own database there: the writer's and the
+            # reader's would differ (and ":memory:" became a file of that name, made 0600).
+            raise ConfigurationError(f"a SQLite gate needs a file ({str(path)!r} is a database "
+                                     "private to one connection): give a file path, or memory:// "
+                                     "for a gate of this process alone")
         self.path = Path(path) if path is not None else default_gate_path()
         self.clock: Clock = clock or SystemClock()
         self._timeout = timeout_seconds = check_timeout(timeout_seconds)

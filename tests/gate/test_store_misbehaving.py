@@ -1,0 +1,42 @@
+"""The gate's store misconfigured or misbehaving, through the real front ends.
+
+``df.geocode.run`` against the provider simulator on 127.0.0.1, the gate given by URL:
+what a user types by mistake is refused before anything is sent, with an error that
+names the gate and shows no secret.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from geotoolkit.errors import ConfigurationError
+from geotoolkit.providers import OpenCage
+from geotoolkit.testing import ProviderSimulator
+
+SECRET = "sk-gate-misbehaving-0123456789"
+
+
+def _run(sim: ProviderSimulator, gate: str) -> pd.DataFrame:
+    frame = pd.DataFrame({"address": ["Städtle 1, Vaduz", "Nowhere Street 999"]})
+    result = frame.geocode.run("address", provider=OpenCage(base_url=sim.url, api_key=SECRET),
+                               rate=50, gate=gate, cache=False, progress=False)
+    assert isinstance(result, pd.DataFrame)
+    return result
+
+
+@pytest.mark.parametrize("url", ["sqlite:///:memory:", "sqlite://:memory:"])
+def test_a_sqlite_gate_in_memory_is_refused_naming_memory_url(
+        url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sqlite:///:memory:`` (SQLAlchemy's in-memory database) opened two private
+    databases, one per connection: the run failed with "no such table: gate_values" and
+    left an empty file named ``:memory:`` in the working directory (found by running with
+    it). It is refused before anything is sent, pointing at ``memory://``."""
+    monkeypatch.chdir(tmp_path)
+    with ProviderSimulator() as sim:
+        with pytest.raises(ConfigurationError, match="memory://"):
+            _run(sim, url)
+        assert sim.count() == 0
+    assert list(tmp_path.iterdir()) == []
