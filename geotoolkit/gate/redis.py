@@ -23,8 +23,10 @@ values; the fleet's own, the AIMD state and heartbeats, live under
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, NoReturn
+from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -82,6 +84,7 @@ class RedisStore(Primitives):
             raise ConfigurationError("key_ttl_seconds must be finite and > 0")
         timeout_seconds = check_timeout(timeout_seconds)
         check_userinfo(url, "Redis gate")
+        _check_db_path(url)
         self.key_ttl_seconds = float(key_ttl_seconds)
         self._password: str | None = None
         self.url = redact(url)
@@ -254,6 +257,31 @@ class RedisGate(FleetGate):
 
     def __repr__(self) -> str:
         return f"RedisGate({self.url!r})"
+
+
+def _check_db_path(url: str) -> None:
+    """Refuse a ``redis://`` or ``rediss://`` URL whose path is no db index.
+
+    redis-py reads the path with ``int()`` after dropping every ``/``, and ignores one it
+    cannot read: ``/gate`` or ``/O`` would be db 0 and ``/1/2`` db 12, silently.
+
+    >>> _check_db_path("redis://:pw@gate.internal:6379/3")
+    >>> _check_db_path("redis://:pw@gate.internal:6379/gate")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: the Redis gate URL's path '/gate' is no db index: \
+give a number (redis://host:6379/0) or none
+    """
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return  # redis-py says what is wrong with it
+    if parts.scheme.lower() not in ("redis", "rediss"):
+        return  # unix://: the path is the socket's, the db is ?db=
+    path = unquote(parts.path)
+    if path not in ("", "/") and not re.fullmatch(r"/[0-9]+/?", path):
+        raise ConfigurationError(f"the Redis gate URL's path {path!r} is no db index: give a "
+                                 "number (redis://host:6379/0) or none")
 
 
 def _refused_setting(exc: BaseException) -> bool:

@@ -40,3 +40,19 @@ def test_a_sqlite_gate_in_memory_is_refused_naming_memory_url(
             _run(sim, url)
         assert sim.count() == 0
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("path", ["/gate", "/O", "/1/2", "/0x1"])
+def test_a_redis_url_whose_path_is_no_db_index_is_refused(path: str, redis_url: str) -> None:
+    """redis-py reads the path as the db index with ``int()`` and ignores one it cannot
+    read: ``redis://host:6379/gate`` (a namespace, say) or ``/O`` (a letter) silently used
+    db 0, and ``/1/2`` db 12 (found by running with them). Refused, naming the path and not
+    the password, before anything is sent."""
+    from urllib.parse import urlsplit
+
+    netloc = urlsplit(redis_url).netloc.rsplit("@", 1)[-1]
+    with ProviderSimulator() as sim:
+        with pytest.raises(ConfigurationError, match="db index") as info:
+            _run(sim, f"redis://:{SECRET}@{netloc}{path}")
+        assert sim.count() == 0
+    assert SECRET not in str(info.value)
