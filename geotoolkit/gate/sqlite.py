@@ -15,6 +15,7 @@ working, sharing the pace and the cap counts.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -113,18 +114,39 @@ class SQLiteStore(Primitives):
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._last_sweep = -_SWEEP_EVERY
+        with self._lock, self._read_lock:
+            self._open()
+
+    def _open(self) -> None:
+        """Open (or create) the file at ``path``: the writer, the schema, the reader (the
+        caller holds both locks)."""
         try:
             private_file(self.path)
             self._db = sqlite3.connect(self.path, timeout=0.0, isolation_level=None,
                                        check_same_thread=False)
+            self._identity = _identity(self.path)
             self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
             self._retry(lambda: self._db.execute("PRAGMA synchronous=NORMAL"))
-            self._transaction(self._create_schema)
-            self._reader = sqlite3.connect(self.path, timeout=timeout_seconds,
+            self._immediate(self._create_schema)
+            self._reader = sqlite3.connect(self.path, timeout=self._timeout,
                                            isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise GateError(f"cannot open the SQLite gate at {self.path}: {exc}",
                             backend="sqlite") from exc
+
+    def _follow(self) -> None:
+        """Reopen the file at ``path`` when the one open is no longer there (deleted, say by
+        a cache directory's cleaning, or replaced): workers started since pace on the file
+        at the path, and this one must pace with them. Its state is lost, as a restarted
+        Redis's: the next reservation starts afresh."""
+        if _identity(self.path) == self._identity:
+            return
+        with self._lock, self._read_lock:
+            if _identity(self.path) == self._identity:  # another thread reopened it
+                return
+            self._db.close()
+            self._reader.close()
+            self._open()
 
     @staticmethod
     def _create_schema(db: sqlite3.Connection) -> None:
@@ -153,16 +175,20 @@ class SQLiteStore(Primitives):
     def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
             try:
-                self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"))
-                try:
-                    result = body(self._db)
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._retry(lambda: self._db.execute("COMMIT"))
-                return result
+                return self._immediate(body)
             except sqlite3.Error as exc:
                 raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
+
+    def _immediate(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """``body`` in one ``BEGIN IMMEDIATE`` transaction (the caller holds the lock)."""
+        self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"))
+        try:
+            result = body(self._db)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._retry(lambda: self._db.execute("COMMIT"))
+        return result
 
     def _read_only(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Reads in one snapshot, on the second connection (WAL: never behind a writer)."""
@@ -181,6 +207,7 @@ class SQLiteStore(Primitives):
     def run(self, ops: Sequence[Op]) -> list[Any]:
         if not ops:
             return []
+        self._follow()
         if not any(op.writes for op in ops):
             return self._read_only(lambda db: self._apply_all(db, ops))
         return self._transaction(lambda db: self._apply_all(db, ops, sweep=True))
@@ -271,6 +298,7 @@ class SQLiteStore(Primitives):
                    "period < ?)", (now, period_of(now - _KEEP_LEGACY_SECONDS, "day")[0]))
 
     def keys(self, prefix: str = "") -> list[str]:
+        self._follow()
         rows = self._read_only(lambda db: db.execute(
             "SELECT DISTINCT key FROM gate WHERE substr(key, 1, ?) = ? ORDER BY key",
             (len(prefix), prefix)).fetchall())
@@ -283,6 +311,15 @@ class SQLiteStore(Primitives):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` names (device, inode); ``None`` when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _write(db: sqlite3.Connection, key: str, st: StoreState) -> None:
@@ -309,7 +346,10 @@ class SQLiteGate(FleetGate):
 
     A file locked by another connection for longer than ``timeout_seconds`` (a
     ``BEGIN EXCLUSIVE`` left open) turns a call into a ``GateError``, never a hang.
-    The file (and the directories it needs) is created readable by its owner only.
+    The file (and the directories it needs) is created readable by its owner only. A file
+    deleted or replaced under a running worker (a cache directory cleaned) is reopened at
+    its path by the next call, so the worker paces with those started since; its pacing
+    state starts afresh, as a restarted Redis's does.
     """
 
     store: SQLiteStore

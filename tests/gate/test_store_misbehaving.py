@@ -56,3 +56,38 @@ def test_a_redis_url_whose_path_is_no_db_index_is_refused(path: str, redis_url: 
             _run(sim, f"redis://:{SECRET}@{netloc}{path}")
         assert sim.count() == 0
     assert SECRET not in str(info.value)
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_sqlite_gate_file_deleted_or_replaced_mid_run_is_followed(how: str, tmp_path: Path) -> None:
+    """A gate file deleted mid-run (a cache directory cleaned: the default gate lives in
+    one) or replaced: the running worker kept pacing on the file it had open, gone from
+    the directory, while every worker started afterwards paced on a new file, so the
+    fleet paced as two, silently (found by deleting the file under a run). A worker
+    follows the path now: its next call opens the file there, as a restarted Redis is
+    used empty."""
+    from geotoolkit.clock import FakeClock
+    from geotoolkit.gate import SQLiteGate, gate_key
+
+    clock = FakeClock()
+    path = tmp_path / "gate.sqlite"
+    key = gate_key("api.example.com", SECRET)
+    running = SQLiteGate(path, clock=clock)
+    try:
+        assert running.acquire(key, 10.0) == 0.0
+        clock.advance(20.0)
+        for name in ("gate.sqlite", "gate.sqlite-wal", "gate.sqlite-shm"):
+            (tmp_path / name).unlink(missing_ok=True)
+        if how == "replaced":
+            other = tmp_path / "other.sqlite"
+            SQLiteGate(other, clock=clock).close()
+            other.rename(path)
+        late = SQLiteGate(path, clock=clock)
+        try:
+            assert late.acquire(key, 10.0) == 0.0
+            assert running.acquire(key, 10.0) == 10.0  # after the late worker's slot
+            assert late.acquire(key, 10.0) == 20.0
+        finally:
+            late.close()
+    finally:
+        running.close()
