@@ -205,6 +205,29 @@ def _result(op: Op, cursor: psycopg.Cursor[Any]) -> Any:
     return bool(rows)
 
 
+def _pipelined(conn: psycopg.Connection[Any],
+               statements: Sequence[tuple[str, dict[str, Any]]]) -> list[psycopg.Cursor[Any]]:
+    """``statements`` in one pipeline: one round trip, one implicit transaction.
+
+    A statement's error is raised as it is. Raised inside the pipeline's block, psycopg
+    would log the pipeline's own failure to end ("error ignored terminating ...:
+    pipeline aborted") on stderr besides: it is caught there and raised after the block.
+    """
+    failure: psycopg.Error | None = None
+    try:
+        with conn.pipeline():
+            try:
+                cursors = [conn.execute(*statement) for statement in statements]
+            except psycopg.Error as exc:
+                failure = exc
+    except psycopg.Error:
+        if failure is None:
+            raise
+    if failure is not None:
+        raise failure
+    return cursors
+
+
 def init_schema(dsn: str, *, timeout_seconds: float = 5.0) -> None:
     """Create (or update) the gate table and functions; idempotent and concurrency-safe."""
     store = PostgresStore(dsn, timeout_seconds=timeout_seconds)
@@ -328,8 +351,7 @@ class PostgresStore(Primitives):
             if len(ops) == 1 or not _PIPELINE:
                 results = [_result(op, conn.execute(*_statement(op))) for op in ops]
             else:
-                with conn.pipeline():  # one round trip, one implicit transaction
-                    cursors = [conn.execute(*_statement(op)) for op in ops]
+                cursors = _pipelined(conn, [_statement(op) for op in ops])
                 results = [_result(op, cursor) for op, cursor in zip(ops, cursors, strict=True)]
             if any(op.writes for op in ops):
                 self._maybe_sweep(conn)

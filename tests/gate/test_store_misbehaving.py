@@ -7,6 +7,7 @@ names the gate and shows no secret.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pandas as pd
@@ -91,3 +92,34 @@ def test_a_sqlite_gate_file_deleted_or_replaced_mid_run_is_followed(how: str, tm
             late.close()
     finally:
         running.close()
+
+
+def test_a_failed_postgres_batch_logs_nothing_of_the_drivers_own(
+        postgres_dsn: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A batch of primitives refused by the server (here in a read-only session) printed
+    psycopg's "error ignored terminating <psycopg.Pipeline ...>: pipeline aborted" on
+    stderr next to the gate's own error, in most failed calls (found in the command
+    line's output; it depends on when the server's answer arrives, hence several calls).
+    The gate's error says it all; the driver says nothing."""
+    from urllib.parse import urlencode
+
+    from geotoolkit.errors import GateError
+    from geotoolkit.gate import gate_key
+    from geotoolkit.gate.postgres import PostgresStore
+    from geotoolkit.gate.primitives import ReadState, ReadValues, Reserve, SetValue
+
+    if "://" not in postgres_dsn:
+        pytest.skip("a key=value DSN")
+    setting = urlencode({"options": "-cdefault_transaction_read_only=on"})
+    store = PostgresStore(f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}{setting}")
+    key = gate_key("api.example.com", SECRET)
+    batch = [SetValue(key, "lease", "me", 5.0), ReadState(key), ReadValues(key, ""),
+             Reserve(key, 0.1)]
+    try:
+        with caplog.at_level(logging.WARNING):
+            for _ in range(20):
+                with pytest.raises(GateError, match="read-only"):
+                    store.run(batch)
+    finally:
+        store.close()
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
