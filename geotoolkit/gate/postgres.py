@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -115,9 +116,15 @@ def _deadlines(timeout_seconds: float) -> tuple[str, str]:
 
 
 def _error_text(exc: BaseException, secrets: list[str | None]) -> str:
-    """``exc`` as redacted text, without PostgreSQL's CONTEXT lines (the SQL that ran)."""
-    text = str(exc).split("\nCONTEXT:", 1)[0].strip()
-    return redact(f"{type(exc).__name__}: {text}", secrets)
+    r"""``exc`` as redacted text, without PostgreSQL's CONTEXT lines nor its position in
+    the statement (``LINE 2: <the SQL> ^``): the SQL that ran is the gate's own.
+
+    >>> _error_text(Exception("no schema\nLINE 2:   CREATE TABLE t (\n  ^\nHINT: h"), [])
+    'Exception: no schema\nHINT: h'
+    """
+    text = str(exc).split("\nCONTEXT:", 1)[0]
+    text = re.sub(r"\nLINE \d+:.*?(?=\n(?:DETAIL|HINT):|\Z)", "", text, flags=re.DOTALL)
+    return redact(f"{type(exc).__name__}: {text.strip()}", secrets)
 
 
 def _connect(dsn: str, timeout_seconds: float, watchdog: Watchdog) -> psycopg.Connection[Any]:

@@ -123,3 +123,26 @@ def test_a_failed_postgres_batch_logs_nothing_of_the_drivers_own(
     finally:
         store.close()
     assert [r.getMessage() for r in caplog.records if r.name.startswith("psycopg")] == []
+
+
+def test_a_postgres_error_shows_no_sql_of_the_gates_own(postgres_dsn: str) -> None:
+    """A gate whose ``search_path`` names no schema failed with PostgreSQL's position
+    lines after the reason ("LINE 2:     CREATE UNLOGGED TABLE IF NOT EXISTS ... ^"),
+    which the command line and the warning printed (found by running with it). The
+    reason stands alone now, as the CONTEXT lines already were cut."""
+    from urllib.parse import urlencode
+
+    from geotoolkit.errors import GateError
+    from geotoolkit.gate import gate_key
+    from geotoolkit.gate.postgres import PostgresGate
+
+    if "://" not in postgres_dsn:
+        pytest.skip("a key=value DSN")
+    setting = urlencode({"options": "-csearch_path=geotoolkit_no_such_schema"})
+    gate = PostgresGate(f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}{setting}")
+    try:
+        with pytest.raises(GateError, match="no schema has been selected") as info:
+            gate.reserve(gate_key("api.example.com", SECRET), 0.1)
+    finally:
+        gate.close()
+    assert "LINE" not in str(info.value) and "CREATE" not in str(info.value)
