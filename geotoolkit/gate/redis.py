@@ -127,6 +127,9 @@ class RedisStore(Primitives):
 
     def _fail(self, action: str, exc: Exception) -> NoReturn:
         message = redact(f"{type(exc).__name__}: {exc}", [self._password])
+        if isinstance(exc, _CLUSTER_ERRORS):
+            message += (" (a Redis Cluster node: the gate's batches name several keys, which a "
+                        "cluster refuses; give a standalone Redis, or a replicated one's primary)")
         raise GateError(f"Redis gate at {self.url} failed to {action}: {message}",
                         backend="redis", permanent=_refused_setting(exc)) from exc
 
@@ -284,9 +287,17 @@ give a number (redis://host:6379/0) or none
                                  "number (redis://host:6379/0) or none")
 
 
+#: What only a Redis Cluster node answers (``CROSSSLOT``, ``MOVED``, ``ASK``, ``CLUSTERDOWN``,
+#: ``TRYAGAIN``): the URL names a cluster, which the gate cannot use.
+_CLUSTER_ERRORS = (redis.exceptions.ClusterCrossSlotError, redis.exceptions.MovedError,
+                   redis.exceptions.AskError, redis.exceptions.ClusterDownError,
+                   redis.exceptions.TryAgainError)
+
+
 def _refused_setting(exc: BaseException) -> bool:
     """Whether Redis refused a setting of the URL (a password, an ACL user's rights, a db
-    index, a read-only replica's address), not the connection: no retry heals it.
+    index, a read-only replica's or a cluster node's address), not the connection: no
+    retry heals it.
 
     >>> _refused_setting(redis.AuthenticationError("invalid username-password pair"))
     True
@@ -295,7 +306,8 @@ def _refused_setting(exc: BaseException) -> bool:
     >>> _refused_setting(redis.ConnectionError("Connection refused"))
     False
     """
-    if isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError
-                  | redis.ReadOnlyError):  # a replica's URL: every write refused
+    if isinstance(exc, (redis.AuthenticationError, redis.exceptions.NoPermissionError,
+                        redis.ReadOnlyError,  # a replica's URL: every write refused
+                        *_CLUSTER_ERRORS)):  # a cluster node's URL: every batch refused
         return True
     return isinstance(exc, redis.ResponseError) and "db index is out of range" in str(exc).lower()

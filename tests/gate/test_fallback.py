@@ -547,3 +547,30 @@ def test_a_postgres_that_can_never_serve_the_gate_stops_the_run(
     finally:
         gate.close()
     assert info.value.permanent
+
+
+def test_a_redis_cluster_node_stops_the_run_saying_the_gate_needs_a_standalone_redis(
+        redis_server: Any, tmp_path: Any) -> None:
+    """A Redis Cluster node's URL: the gate's batch names several keys, which a cluster
+    refuses (``CROSSSLOT``, or ``MOVED`` to another node), on every call. The gate warned
+    and paced every worker alone at 25 % for the whole run (found with a one-node cluster).
+    It stops the run, saying a standalone Redis is needed."""
+    import redis
+
+    from geotoolkit.gate import open_gate
+
+    redis_server.start("--cluster-enabled", "yes",
+                       "--cluster-config-file", str(tmp_path / "nodes.conf"))
+    admin = redis.Redis.from_url(redis_server.url)
+    admin.execute_command("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
+    assert redis_server.wait_for_log(b"Cluster state changed: ok")
+    gate = open_gate(redis_server.url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError, match="Redis Cluster") as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+        admin.close()
+    assert info.value.permanent
