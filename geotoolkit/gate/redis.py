@@ -127,7 +127,11 @@ class RedisStore(Primitives):
 
     def _fail(self, action: str, exc: Exception) -> NoReturn:
         message = redact(f"{type(exc).__name__}: {exc}", [self._password])
-        if isinstance(exc, _CLUSTER_ERRORS):
+        message = message.split(", with args beginning with:", 1)[0]  # the script's keys
+        if _runs_no_scripts(exc):
+            message += (" (this server runs no Lua scripts: a Sentinel's address, or scripting "
+                        "disabled; the gate needs a Redis that runs EVALSHA)")
+        elif isinstance(exc, _CLUSTER_ERRORS):
             message += (" (a Redis Cluster node: the gate's batches name several keys, which a "
                         "cluster refuses; give a standalone Redis, or a replicated one's primary)")
         raise GateError(f"Redis gate at {self.url} failed to {action}: {message}",
@@ -294,6 +298,18 @@ _CLUSTER_ERRORS = (redis.exceptions.ClusterCrossSlotError, redis.exceptions.Move
                    redis.exceptions.TryAgainError)
 
 
+def _runs_no_scripts(exc: BaseException) -> bool:
+    """Whether Redis answered that it knows no script command (a Sentinel, a server with
+    scripting disabled).
+
+    >>> _runs_no_scripts(redis.ResponseError("unknown command 'EVALSHA', with args ..."))
+    True
+    """
+    text = str(exc).lower()
+    return isinstance(exc, redis.ResponseError) and any(
+        text.startswith(f"unknown command '{name}'") for name in ("evalsha", "eval", "script"))
+
+
 def _refused_setting(exc: BaseException) -> bool:
     """Whether Redis refused a setting of the URL (a password, an ACL user's rights, a db
     index, a read-only replica's or a cluster node's address), not the connection: no
@@ -310,4 +326,5 @@ def _refused_setting(exc: BaseException) -> bool:
                         redis.ReadOnlyError,  # a replica's URL: every write refused
                         *_CLUSTER_ERRORS)):  # a cluster node's URL: every batch refused
         return True
-    return isinstance(exc, redis.ResponseError) and "db index is out of range" in str(exc).lower()
+    return isinstance(exc, redis.ResponseError) and (
+        "db index is out of range" in str(exc).lower() or _runs_no_scripts(exc))

@@ -574,3 +574,22 @@ def test_a_redis_cluster_node_stops_the_run_saying_the_gate_needs_a_standalone_r
         gate.close()
         admin.close()
     assert info.value.permanent
+
+
+def test_a_redis_that_runs_no_scripts_stops_the_run_saying_so(redis_server: Any) -> None:
+    """A server that knows no ``EVALSHA`` (a Sentinel's port given for the primary's, or
+    a managed Redis with scripting disabled) answers every gate call "unknown command":
+    the gate warned and paced every worker alone at 25 % for the whole run (found by
+    pointing a run at a Sentinel). It stops the run, saying what the gate needs."""
+    from geotoolkit.gate import open_gate
+
+    redis_server.start("--rename-command", "EVALSHA", "", "--rename-command", "EVAL", "")
+    gate = open_gate(redis_server.url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError, match="Lua scripts") as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+    assert info.value.permanent
