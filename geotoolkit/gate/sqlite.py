@@ -156,9 +156,11 @@ class SQLiteStore(Primitives):
             if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
-    def _retry(self, step: Callable[[], T]) -> T:
-        """Run ``step``, retrying while another connection holds the lock."""
-        deadline, delay = time.monotonic() + self._timeout, 0.0002
+    def _retry(self, step: Callable[[], T], deadline: float | None = None) -> T:
+        """Run ``step``, retrying while another connection holds the lock, until ``deadline``
+        (``time.monotonic()``; default: ``timeout_seconds`` from now)."""
+        deadline = time.monotonic() + self._timeout if deadline is None else deadline
+        delay = 0.0002
         while True:
             try:
                 return step()
@@ -173,15 +175,23 @@ class SQLiteStore(Primitives):
             delay = min(delay * 1.5, 0.002)
 
     def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
-            try:
-                return self._immediate(body)
-            except sqlite3.Error as exc:
-                raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
+        # The deadline covers the wait behind this process's other calls too: each of them
+        # may wait up to the deadline on a file another process holds.
+        deadline = time.monotonic() + self._timeout
+        if not self._lock.acquire(timeout=self._timeout):
+            raise GateError(f"SQLite gate {self.path} failed: database is locked (this process's "
+                            f"other calls held it for {self._timeout:g} s)", backend="sqlite")
+        try:
+            return self._immediate(body, deadline)
+        except sqlite3.Error as exc:
+            raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
+        finally:
+            self._lock.release()
 
-    def _immediate(self, body: Callable[[sqlite3.Connection], T]) -> T:
+    def _immediate(self, body: Callable[[sqlite3.Connection], T],
+                   deadline: float | None = None) -> T:
         """``body`` in one ``BEGIN IMMEDIATE`` transaction (the caller holds the lock)."""
-        self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"))
+        self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"), deadline)
         try:
             result = body(self._db)
         except BaseException:

@@ -146,3 +146,38 @@ def test_a_postgres_error_shows_no_sql_of_the_gates_own(postgres_dsn: str) -> No
     finally:
         gate.close()
     assert "LINE" not in str(info.value) and "CREATE" not in str(info.value)
+
+
+def test_a_sqlite_gate_call_behind_another_of_its_process_keeps_its_deadline(tmp_path: Path) -> None:
+    """A gate call waits for the file's lock at most ``timeout_seconds``, but it first
+    waited, without a deadline, for the calls of its own process ahead of it (each one up
+    to ``timeout_seconds`` on a file held by another process): with the file held and 8
+    rows in flight, a run stopped after 5 deadlines, 2.5 minutes at the default 30 s
+    (found by holding a write transaction on the gate file under a run). Here another
+    call holds the process's side: the call gives up within its own deadline (a hang
+    would fail the join below), with a GateError saying the gate is locked."""
+    import threading
+
+    from geotoolkit.errors import GateError
+    from geotoolkit.gate import SQLiteGate, gate_key
+
+    gate = SQLiteGate(tmp_path / "gate.sqlite", timeout_seconds=0.05)
+    key = gate_key("api.example.com", SECRET)
+    outcome: list[BaseException | float] = []
+
+    def call() -> None:
+        try:
+            outcome.append(gate.acquire(key, 1.0))
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+
+    try:
+        with gate.store._lock:  # a call of this process, stuck on the file
+            worker = threading.Thread(target=call, daemon=True)
+            worker.start()
+            worker.join(30.0)
+            assert not worker.is_alive(), "the call waited past its deadline"
+    finally:
+        gate.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], GateError)
+    assert "locked" in str(outcome[0]) and outcome[0].backend == "sqlite"
