@@ -83,6 +83,7 @@ class RedisStore(Primitives):
         if not (math.isfinite(key_ttl_seconds) and key_ttl_seconds > 0):
             raise ConfigurationError("key_ttl_seconds must be finite and > 0")
         timeout_seconds = check_timeout(timeout_seconds)
+        url = url.strip()  # as backend_of reads it (an environment variable from a file)
         check_userinfo(url, "Redis gate")
         _check_db_path(url)
         self.key_ttl_seconds = float(key_ttl_seconds)

@@ -108,7 +108,8 @@ class SQLiteStore(Primitives):
             raise ConfigurationError(f"a SQLite gate needs a file ({str(path)!r} is a database "
                                      "private to one connection): give a file path, or memory:// "
                                      "for a gate of this process alone")
-        self.path = Path(path) if path is not None else default_gate_path()
+        # "~/x" is in the home directory, not in a directory "~" made in the working one.
+        self.path = Path(path).expanduser() if path is not None else default_gate_path()
         self.clock: Clock = clock or SystemClock()
         self._timeout = timeout_seconds = check_timeout(timeout_seconds)
         self._lock = threading.Lock()

@@ -181,3 +181,42 @@ def test_a_sqlite_gate_call_behind_another_of_its_process_keeps_its_deadline(tmp
         gate.close()
     assert len(outcome) == 1 and isinstance(outcome[0], GateError)
     assert "locked" in str(outcome[0]) and outcome[0].backend == "sqlite"
+
+
+@pytest.mark.parametrize("url", ["sqlite:///{path}\n", " sqlite:///{path} ", "sqlite:///~/gate.sqlite"])
+def test_a_sqlite_gate_url_is_read_as_the_file_every_worker_means(
+        url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gate URL with a newline or spaces around it (an environment variable filled from
+    a file) named another file than the same URL without them (``gate.sqlite\\n``), and
+    ``~/gate.sqlite`` a directory named ``~`` in the working directory: workers configured
+    alike paced as separate fleets, silently (found by running with them). The URL is
+    read without the whitespace around it, and ``~`` is the home directory."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    path = home / "gate.sqlite"
+    with ProviderSimulator() as sim:
+        result = _run(sim, url.format(path=path))
+    assert list(result["geocode_status"]) == ["matched", "no_match"]
+    assert path.exists()
+    assert sorted(p.name for p in home.iterdir() if not p.name.startswith("gate.sqlite-")) == [
+        "gate.sqlite"]
+    assert list(work.iterdir()) == []
+
+
+def test_a_redis_gate_url_with_whitespace_around_it_is_read_without_it(redis_url: str) -> None:
+    """`` redis://...`` (an environment variable filled from a file) passed the URL
+    checks, which strip it, then redis-py refused it: "Redis URL must specify one of the
+    following schemes" (found by running with it). It is read without the whitespace."""
+    from geotoolkit.gate import gate_key, open_gate
+
+    gate = open_gate(f" {redis_url}\n", fallback=False)
+    key = gate_key(f"gate-misbehaving-{id(gate)}.example", SECRET)
+    try:
+        assert gate.acquire(key, 1.0) == 0.0  # a key of its own: no wait
+    finally:
+        for name in list(gate.store._client.scan_iter(match=key + "*")):  # type: ignore[attr-defined]
+            gate.store._client.delete(name)  # type: ignore[attr-defined]
+        gate.close()
