@@ -21,11 +21,10 @@ __all__ = ["ensure_schema", "redial", "refused_setting", "schema_mark"]
 #: SQLSTATE insufficient_privilege: only a table's owner may comment on it.
 _NOT_OWNER = "42501"
 
-_MARKED = """
-    SELECT obj_description(c.oid, 'pg_class') = %s
-      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.relname = %s AND n.nspname = current_schema()
-"""
+#: Whether the table the session's ``search_path`` finds carries the mark: the one its
+#: statements use, not only one in the first schema (a worker whose own schema comes first,
+#: ``"$user", public``, uses the tables initialised in ``public``, and creates none).
+_MARKED = "SELECT obj_description(to_regclass(%s), 'pg_class') = %s"
 
 
 def schema_mark(name: str, statements: Sequence[str]) -> str:
@@ -38,13 +37,13 @@ def schema_mark(name: str, statements: Sequence[str]) -> str:
 
 
 def _marked(conn: Any, table: str, mark: str) -> bool:
-    row = conn.execute(_MARKED, (mark, table)).fetchone()
+    row = conn.execute(_MARKED, (table, mark)).fetchone()
     return bool(row and row[0])
 
 
 def ensure_schema(conn: Any, *, table: str, mark: str, statements: Sequence[str], lock: int,
                   repair: bool = False, feed: Callable[[], None] = lambda: None) -> None:
-    """Run ``statements`` unless ``table`` (in the current schema) carries ``mark``, under
+    """Run ``statements`` unless ``table`` (as the ``search_path`` finds it) carries ``mark``, under
     the advisory lock ``lock`` and then mark it. ``repair``: run them anyway (a part of the
     schema was found missing, which the mark cannot tell). ``feed`` is called before each
     statement (a client-side deadline per statement). Only the table's owner may mark it:

@@ -220,3 +220,53 @@ def test_a_redis_gate_url_with_whitespace_around_it_is_read_without_it(redis_url
         for name in list(gate.store._client.scan_iter(match=key + "*")):  # type: ignore[attr-defined]
             gate.store._client.delete(name)  # type: ignore[attr-defined]
         gate.close()
+
+
+def test_a_postgres_worker_with_a_schema_of_its_own_uses_the_gate_on_its_search_path(
+        postgres_dsn: str) -> None:
+    """The gate initialised in the team's schema (``geotoolkit gate init``), a worker's
+    role with a schema of its own first on its ``search_path`` (``"$user", public``, with
+    a personal schema: a common setup): the gate looked for its tables in the first
+    schema only, did not find them there, and created a second set in the worker's own
+    schema, where that worker then paced alone, silently (found with two roles on the
+    shared server). The tables the ``search_path`` finds are used."""
+    import uuid
+
+    import psycopg
+
+    from geotoolkit.gate import gate_key
+    from geotoolkit.gate.postgres import PostgresGate, init_schema
+
+    tag = uuid.uuid4().hex[:10]
+    team, role = f"gt_team_{tag}", f"gt_worker_{tag}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {team}")
+        conn.execute(f"CREATE ROLE {role}")
+        conn.execute(f"CREATE SCHEMA AUTHORIZATION {role}")  # the worker's own, named after it
+    owner = psycopg.conninfo.make_conninfo(postgres_dsn, options=f"-c search_path={team}")
+    try:
+        init_schema(owner)
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"GRANT USAGE ON SCHEMA {team} TO {role}")
+            conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {team} "
+                         f"TO {role}")
+        worker = psycopg.conninfo.make_conninfo(
+            postgres_dsn, options=f"-c role={role} -c search_path={role},{team}")
+        key = gate_key(f"{tag}.example", SECRET)
+        first, second = PostgresGate(owner), PostgresGate(worker)
+        try:
+            assert first.acquire(key, 600.0) == 0.0
+            assert second.acquire(key, 600.0) > 60.0  # behind the first worker's slot
+        finally:
+            first.close()
+            second.close()
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            made = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s",
+                                (role,)).fetchone()
+        assert made == (0,)
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {team} CASCADE")
+            conn.execute(f"DROP SCHEMA IF EXISTS {role} CASCADE")
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
