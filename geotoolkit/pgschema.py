@@ -87,13 +87,14 @@ def redial(*, attempt: int, dialled: bool, dropped: bool, timed_out: bool, elaps
 #: What a server answers a setting no retry heals: a password, a role, a database, a host
 #: rule, a permission (SQLSTATE classes 28 and 3D, and 42501), a read-only server or role
 #: (a hot standby: 25006), a ``search_path`` naming no schema (3F000), a connection
-#: parameter or server setting that is refused (a refused connection carries no SQLSTATE,
-#: only libpq's message).
+#: parameter or server setting that is refused, SSL required of a server without it (a
+#: refused connection carries no SQLSTATE, only libpq's message).
 _REFUSED_STATES = ("28", "3D", "42501", "25006", "3F000")
 _REFUSED_TEXT = re.compile(r"password authentication failed|(role|database) \S+ does not exist"
                            r"|no pg_hba\.conf entry|permission denied|read-only transaction"
                            r"|invalid (\S+ )+value|invalid value for parameter|bad value for"
-                           r"|unrecognized configuration parameter", re.IGNORECASE)
+                           r"|unrecognized configuration parameter|does not support SSL",
+                           re.IGNORECASE)
 
 
 def refused_setting(exc: BaseException) -> bool:

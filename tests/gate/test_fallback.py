@@ -519,11 +519,22 @@ def test_a_redis_read_only_replica_stops_the_run_instead_of_pacing_alone(redis_s
     assert info.value.permanent
 
 
+def _serves_ssl(dsn: str) -> bool:
+    import psycopg
+
+    try:
+        psycopg.connect(dsn, sslmode="require", connect_timeout=2).close()
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("setting", [
     pytest.param({"options": "-cdefault_transaction_read_only=on"}, id="read-only"),
     pytest.param({"options": "-csearch_path=geotoolkit_no_such_schema"}, id="no schema"),
     pytest.param({"sslmode": "bogus"}, id="bad parameter"),
     pytest.param({"options": "-cgeotoolkit_no_such_setting=1"}, id="unknown setting"),
+    pytest.param({"sslmode": "require"}, id="ssl the server has not"),
 ])
 def test_a_postgres_that_can_never_serve_the_gate_stops_the_run(
         postgres_dsn: str, setting: dict[str, str]) -> None:
@@ -531,13 +542,16 @@ def test_a_postgres_that_can_never_serve_the_gate_stops_the_run(
     no schema (nowhere to create the tables), a connection parameter libpq refuses or a
     setting the server does not know: the
     gate warned and paced every worker alone at 25 % for the whole run (found by running
-    with each against the shared server). No retry heals them: the error is raised."""
+    with each against the shared server; SSL required of a server without it too). No
+    retry heals them: the error is raised."""
     from urllib.parse import urlencode
 
     from geotoolkit.gate import open_gate
 
     if "://" not in postgres_dsn:
         pytest.skip("a key=value DSN")
+    if setting.get("sslmode") == "require" and _serves_ssl(postgres_dsn):
+        pytest.skip("this server has SSL")
     gate = open_gate(f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}{urlencode(setting)}")
     try:
         with warnings.catch_warnings():
@@ -555,11 +569,16 @@ def test_a_redis_cluster_node_stops_the_run_saying_the_gate_needs_a_standalone_r
     refuses (``CROSSSLOT``, or ``MOVED`` to another node), on every call. The gate warned
     and paced every worker alone at 25 % for the whole run (found with a one-node cluster).
     It stops the run, saying a standalone Redis is needed."""
+    import socket
+
     import redis
 
     from geotoolkit.gate import open_gate
 
-    redis_server.start("--cluster-enabled", "yes",
+    with socket.socket() as sock:  # the cluster bus's port (by default the port + 10000)
+        sock.bind(("127.0.0.1", 0))
+        bus = sock.getsockname()[1]
+    redis_server.start("--cluster-enabled", "yes", "--cluster-port", str(bus),
                        "--cluster-config-file", str(tmp_path / "nodes.conf"))
     admin = redis.Redis.from_url(redis_server.url)
     admin.execute_command("CLUSTER", "ADDSLOTSRANGE", "0", "16383")
