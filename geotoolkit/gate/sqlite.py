@@ -179,7 +179,7 @@ class SQLiteStore(Primitives):
         # The deadline covers the wait behind this process's other calls too: each of them
         # may wait up to the deadline on a file another process holds.
         deadline = time.monotonic() + self._timeout
-        if not self._lock.acquire(timeout=self._timeout):
+        if not self._lock.acquire(timeout=min(self._timeout, threading.TIMEOUT_MAX)):
             raise GateError(f"SQLite gate {self.path} failed: database is locked (this process's "
                             f"other calls held it for {self._timeout:g} s)", backend="sqlite")
         try:

@@ -270,3 +270,16 @@ def test_a_postgres_worker_with_a_schema_of_its_own_uses_the_gate_on_its_search_
             conn.execute(f"DROP SCHEMA IF EXISTS {role} CASCADE")
             conn.execute(f"DROP OWNED BY {role}")
             conn.execute(f"DROP ROLE {role}")
+
+
+def test_a_sqlite_gate_with_a_huge_deadline_still_answers(tmp_path: Path) -> None:
+    """A deadline is any finite number of seconds; a lock's wait takes at most
+    ``threading.TIMEOUT_MAX`` (the deadline of a call behind this process's others must
+    not overflow it)."""
+    from geotoolkit.gate import SQLiteGate, gate_key
+
+    gate = SQLiteGate(tmp_path / "gate.sqlite", timeout_seconds=1e12)
+    try:
+        assert gate.acquire(gate_key("api.example.com", SECRET), 1.0) == 0.0
+    finally:
+        gate.close()
