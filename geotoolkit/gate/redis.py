@@ -130,8 +130,8 @@ class RedisStore(Primitives):
         message = redact(f"{type(exc).__name__}: {exc}", [self._password])
         message = message.split(", with args beginning with:", 1)[0]  # the script's keys
         if _runs_no_scripts(exc):
-            message += (" (this server runs no Lua scripts: a Sentinel's address, or scripting "
-                        "disabled; the gate needs a Redis that runs EVALSHA)")
+            message += (" (a Sentinel's address, or a server with scripting disabled: the gate "
+                        "needs a Redis that runs Lua scripts)")
         elif isinstance(exc, _CLUSTER_ERRORS):
             message += (" (a Redis Cluster node: the gate's batches name several keys, which a "
                         "cluster refuses; give a standalone Redis, or a replicated one's primary)")
@@ -300,15 +300,13 @@ _CLUSTER_ERRORS = (redis.exceptions.ClusterCrossSlotError, redis.exceptions.Move
 
 
 def _runs_no_scripts(exc: BaseException) -> bool:
-    """Whether Redis answered that it knows no script command (a Sentinel, a server with
-    scripting disabled).
+    """Whether Redis answered that it knows a command of the gate's not (a Sentinel, which
+    knows neither ``EVALSHA`` nor ``SCAN``; a server with scripting disabled).
 
     >>> _runs_no_scripts(redis.ResponseError("unknown command 'EVALSHA', with args ..."))
     True
     """
-    text = str(exc).lower()
-    return isinstance(exc, redis.ResponseError) and any(
-        text.startswith(f"unknown command '{name}'") for name in ("evalsha", "eval", "script"))
+    return isinstance(exc, redis.ResponseError) and str(exc).lower().startswith("unknown command")
 
 
 def _refused_setting(exc: BaseException) -> bool:

@@ -612,3 +612,19 @@ def test_a_redis_that_runs_no_scripts_stops_the_run_saying_so(redis_server: Any)
     finally:
         gate.close()
     assert info.value.permanent
+
+
+def test_listing_the_keys_of_a_redis_without_scan_says_it_may_be_a_sentinel(
+        redis_server: Any) -> None:
+    """``geotoolkit gate status`` on a Sentinel's port: "unknown command 'SCAN'" and no
+    more (found so). The error says what the address may be, and is permanent."""
+    from geotoolkit.gate.redis import RedisGate
+
+    redis_server.start("--rename-command", "SCAN", "")
+    gate = RedisGate(redis_server.url)
+    try:
+        with pytest.raises(GateError, match="Sentinel") as info:
+            gate.store.keys("geotoolkit:")
+    finally:
+        gate.close()
+    assert info.value.permanent
