@@ -21,11 +21,10 @@ __all__ = ["ensure_schema", "redial", "refused_setting", "schema_mark"]
 #: SQLSTATE insufficient_privilege: only a table's owner may comment on it.
 _NOT_OWNER = "42501"
 
-_MARKED = """
-    SELECT obj_description(c.oid, 'pg_class') = %s
-      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.relname = %s AND n.nspname = current_schema()
-"""
+#: Whether the table the session's ``search_path`` finds carries the mark: the one its
+#: statements use, not only one in the first schema (a worker whose own schema comes first,
+#: ``"$user", public``, uses the tables initialised in ``public``, and creates none).
+_MARKED = "SELECT obj_description(to_regclass(%s), 'pg_class') = %s"
 
 
 def schema_mark(name: str, statements: Sequence[str]) -> str:
@@ -38,13 +37,13 @@ def schema_mark(name: str, statements: Sequence[str]) -> str:
 
 
 def _marked(conn: Any, table: str, mark: str) -> bool:
-    row = conn.execute(_MARKED, (mark, table)).fetchone()
+    row = conn.execute(_MARKED, (table, mark)).fetchone()
     return bool(row and row[0])
 
 
 def ensure_schema(conn: Any, *, table: str, mark: str, statements: Sequence[str], lock: int,
                   repair: bool = False, feed: Callable[[], None] = lambda: None) -> None:
-    """Run ``statements`` unless ``table`` (in the current schema) carries ``mark``, under
+    """Run ``statements`` unless ``table`` (as the ``search_path`` finds it) carries ``mark``, under
     the advisory lock ``lock`` and then mark it. ``repair``: run them anyway (a part of the
     schema was found missing, which the mark cannot tell). ``feed`` is called before each
     statement (a client-side deadline per statement). Only the table's owner may mark it:
@@ -86,11 +85,16 @@ def redial(*, attempt: int, dialled: bool, dropped: bool, timed_out: bool, elaps
 
 
 #: What a server answers a setting no retry heals: a password, a role, a database, a host
-#: rule, a permission (SQLSTATE classes 28 and 3D, and 42501; a refused connection carries
-#: no SQLSTATE, only libpq's message).
-_REFUSED_STATES = ("28", "3D", "42501")
+#: rule, a permission (SQLSTATE classes 28 and 3D, and 42501), a read-only server or role
+#: (a hot standby: 25006), a ``search_path`` naming no schema (3F000), a connection
+#: parameter or server setting that is refused, SSL required of a server without it (a
+#: refused connection carries no SQLSTATE, only libpq's message).
+_REFUSED_STATES = ("28", "3D", "42501", "25006", "3F000")
 _REFUSED_TEXT = re.compile(r"password authentication failed|(role|database) \S+ does not exist"
-                           r"|no pg_hba\.conf entry|permission denied", re.IGNORECASE)
+                           r"|no pg_hba\.conf entry|permission denied|read-only transaction"
+                           r"|invalid (\S+ )+value|invalid value for parameter|bad value for"
+                           r"|unrecognized configuration parameter|does not support SSL",
+                           re.IGNORECASE)
 
 
 def refused_setting(exc: BaseException) -> bool:
@@ -98,6 +102,8 @@ def refused_setting(exc: BaseException) -> bool:
     cache's errors then say they are permanent.
 
     >>> refused_setting(Exception('connection failed: FATAL:  database "x" does not exist'))
+    True
+    >>> refused_setting(Exception('connection is bad: invalid sslmode value: "bogus"'))
     True
     >>> refused_setting(Exception("connection failed: Connection refused"))
     False

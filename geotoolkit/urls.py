@@ -88,7 +88,14 @@ def sqlite_path(url: str) -> str | None:
     ('gate.sqlite', '/tmp/a b.sqlite')
     >>> sqlite_path("sqlite://") is None
     True
+
+    Whitespace around the URL (an environment variable filled from a file) is not part
+    of the path, as ``backend_of`` reads the scheme without it:
+
+    >>> sqlite_path(" sqlite:////tmp/gate.sqlite\\n")
+    '/tmp/gate.sqlite'
     """
+    url = url.strip()
     rest = unquote(url.split("://", 1)[1]) if "://" in url else ""
     path = rest[1:] if rest.startswith("/") else rest
     return path or None

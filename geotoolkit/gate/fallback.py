@@ -8,7 +8,8 @@ since the rest of the fleet is presumably doing the same. Every
 recovery, pushes any pause still active locally to the store, and goes back to it.
 
 A store that refuses a setting before it ever answered (a wrong password, an ACL user
-without the rights, a database or a db index that does not exist: ``GateError.permanent``)
+without the rights, a database or a db index that does not exist, a read-only replica or
+standby: ``GateError.permanent``)
 is no outage: its error is raised, so a misconfigured gate stops the run before anything
 is sent, instead of leaving every worker pacing alone at a quarter of the rate.
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -115,9 +116,15 @@ def _deadlines(timeout_seconds: float) -> tuple[str, str]:
 
 
 def _error_text(exc: BaseException, secrets: list[str | None]) -> str:
-    """``exc`` as redacted text, without PostgreSQL's CONTEXT lines (the SQL that ran)."""
-    text = str(exc).split("\nCONTEXT:", 1)[0].strip()
-    return redact(f"{type(exc).__name__}: {text}", secrets)
+    r"""``exc`` as redacted text, without PostgreSQL's CONTEXT lines nor its position in
+    the statement (``LINE 2: <the SQL> ^``): the SQL that ran is the gate's own.
+
+    >>> _error_text(Exception("no schema\nLINE 2:   CREATE TABLE t (\n  ^\nHINT: h"), [])
+    'Exception: no schema\nHINT: h'
+    """
+    text = str(exc).split("\nCONTEXT:", 1)[0]
+    text = re.sub(r"\nLINE \d+:.*?(?=\n(?:DETAIL|HINT):|\Z)", "", text, flags=re.DOTALL)
+    return redact(f"{type(exc).__name__}: {text.strip()}", secrets)
 
 
 def _connect(dsn: str, timeout_seconds: float, watchdog: Watchdog) -> psycopg.Connection[Any]:
@@ -203,6 +210,29 @@ def _result(op: Op, cursor: psycopg.Cursor[Any]) -> Any:
         convert = str if isinstance(op, ReadValues) else int
         return {str(name): convert(value) for name, value in rows}
     return bool(rows)
+
+
+def _pipelined(conn: psycopg.Connection[Any],
+               statements: Sequence[tuple[str, dict[str, Any]]]) -> list[psycopg.Cursor[Any]]:
+    """``statements`` in one pipeline: one round trip, one implicit transaction.
+
+    A statement's error is raised as it is. Raised inside the pipeline's block, psycopg
+    would log the pipeline's own failure to end ("error ignored terminating ...:
+    pipeline aborted") on stderr besides: it is caught there and raised after the block.
+    """
+    failure: psycopg.Error | None = None
+    try:
+        with conn.pipeline():
+            try:
+                cursors = [conn.execute(*statement) for statement in statements]
+            except psycopg.Error as exc:
+                failure = exc
+    except psycopg.Error:
+        if failure is None:
+            raise
+    if failure is not None:
+        raise failure
+    return cursors
 
 
 def init_schema(dsn: str, *, timeout_seconds: float = 5.0) -> None:
@@ -328,8 +358,7 @@ class PostgresStore(Primitives):
             if len(ops) == 1 or not _PIPELINE:
                 results = [_result(op, conn.execute(*_statement(op))) for op in ops]
             else:
-                with conn.pipeline():  # one round trip, one implicit transaction
-                    cursors = [conn.execute(*_statement(op)) for op in ops]
+                cursors = _pipelined(conn, [_statement(op) for op in ops])
                 results = [_result(op, cursor) for op, cursor in zip(ops, cursors, strict=True)]
             if any(op.writes for op in ops):
                 self._maybe_sweep(conn)

@@ -23,8 +23,10 @@ values; the fleet's own, the AIMD state and heartbeats, live under
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, NoReturn
+from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -81,7 +83,9 @@ class RedisStore(Primitives):
         if not (math.isfinite(key_ttl_seconds) and key_ttl_seconds > 0):
             raise ConfigurationError("key_ttl_seconds must be finite and > 0")
         timeout_seconds = check_timeout(timeout_seconds)
+        url = url.strip()  # as backend_of reads it (an environment variable from a file)
         check_userinfo(url, "Redis gate")
+        _check_db_path(url)
         self.key_ttl_seconds = float(key_ttl_seconds)
         self._password: str | None = None
         self.url = redact(url)
@@ -124,6 +128,13 @@ class RedisStore(Primitives):
 
     def _fail(self, action: str, exc: Exception) -> NoReturn:
         message = redact(f"{type(exc).__name__}: {exc}", [self._password])
+        message = message.split(", with args beginning with:", 1)[0]  # the script's keys
+        if _runs_no_scripts(exc):
+            message += (" (a Sentinel's address, or a server with scripting disabled: the gate "
+                        "needs a Redis that runs Lua scripts)")
+        elif isinstance(exc, _CLUSTER_ERRORS):
+            message += (" (a Redis Cluster node: the gate's batches name several keys, which a "
+                        "cluster refuses; give a standalone Redis, or a replicated one's primary)")
         raise GateError(f"Redis gate at {self.url} failed to {action}: {message}",
                         backend="redis", permanent=_refused_setting(exc)) from exc
 
@@ -256,9 +267,52 @@ class RedisGate(FleetGate):
         return f"RedisGate({self.url!r})"
 
 
+def _check_db_path(url: str) -> None:
+    """Refuse a ``redis://`` or ``rediss://`` URL whose path is no db index.
+
+    redis-py reads the path with ``int()`` after dropping every ``/``, and ignores one it
+    cannot read: ``/gate`` or ``/O`` would be db 0 and ``/1/2`` db 12, silently.
+
+    >>> _check_db_path("redis://:pw@gate.internal:6379/3")
+    >>> _check_db_path("redis://:pw@gate.internal:6379/gate")
+    Traceback (most recent call last):
+    ...
+    geotoolkit.errors.ConfigurationError: the Redis gate URL's path '/gate' is no db index: \
+give a number (redis://host:6379/0) or none
+    """
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return  # redis-py says what is wrong with it
+    if parts.scheme.lower() not in ("redis", "rediss"):
+        return  # unix://: the path is the socket's, the db is ?db=
+    path = unquote(parts.path)
+    if path not in ("", "/") and not re.fullmatch(r"/[0-9]+/?", path):
+        raise ConfigurationError(f"the Redis gate URL's path {path!r} is no db index: give a "
+                                 "number (redis://host:6379/0) or none")
+
+
+#: What only a Redis Cluster node answers (``CROSSSLOT``, ``MOVED``, ``ASK``, ``CLUSTERDOWN``,
+#: ``TRYAGAIN``): the URL names a cluster, which the gate cannot use.
+_CLUSTER_ERRORS = (redis.exceptions.ClusterCrossSlotError, redis.exceptions.MovedError,
+                   redis.exceptions.AskError, redis.exceptions.ClusterDownError,
+                   redis.exceptions.TryAgainError)
+
+
+def _runs_no_scripts(exc: BaseException) -> bool:
+    """Whether Redis answered that it knows a command of the gate's not (a Sentinel, which
+    knows neither ``EVALSHA`` nor ``SCAN``; a server with scripting disabled).
+
+    >>> _runs_no_scripts(redis.ResponseError("unknown command 'EVALSHA', with args ..."))
+    True
+    """
+    return isinstance(exc, redis.ResponseError) and str(exc).lower().startswith("unknown command")
+
+
 def _refused_setting(exc: BaseException) -> bool:
     """Whether Redis refused a setting of the URL (a password, an ACL user's rights, a db
-    index), not the connection: no retry heals it.
+    index, a read-only replica's or a cluster node's address), not the connection: no
+    retry heals it.
 
     >>> _refused_setting(redis.AuthenticationError("invalid username-password pair"))
     True
@@ -267,6 +321,9 @@ def _refused_setting(exc: BaseException) -> bool:
     >>> _refused_setting(redis.ConnectionError("Connection refused"))
     False
     """
-    if isinstance(exc, redis.AuthenticationError | redis.exceptions.NoPermissionError):
+    if isinstance(exc, (redis.AuthenticationError, redis.exceptions.NoPermissionError,
+                        redis.ReadOnlyError,  # a replica's URL: every write refused
+                        *_CLUSTER_ERRORS)):  # a cluster node's URL: every batch refused
         return True
-    return isinstance(exc, redis.ResponseError) and "db index is out of range" in str(exc).lower()
+    return isinstance(exc, redis.ResponseError) and (
+        "db index is out of range" in str(exc).lower() or _runs_no_scripts(exc))

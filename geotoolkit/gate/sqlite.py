@@ -15,6 +15,7 @@ working, sharing the pace and the cap counts.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from geotoolkit.clock import Clock, SystemClock
-from geotoolkit.errors import GateError
+from geotoolkit.errors import ConfigurationError, GateError
 from geotoolkit.files import private_file
 from geotoolkit.gate.base import Aimd, check_timeout
 from geotoolkit.gate.fleet import period_of
@@ -101,24 +102,52 @@ class SQLiteStore(Primitives):
 
     def __init__(self, path: str | Path | None = None, *, clock: Clock | None = None,
                  timeout_seconds: float = 30.0) -> None:
-        self.path = Path(path) if path is not None else default_gate_path()
+        if path is not None and str(path).strip() in (":memory:", ""):
+            # SQLite gives each connection its own database there: the writer's and the
+            # reader's would differ (and ":memory:" became a file of that name, made 0600).
+            raise ConfigurationError(f"a SQLite gate needs a file ({str(path)!r} is a database "
+                                     "private to one connection): give a file path, or memory:// "
+                                     "for a gate of this process alone")
+        # "~/x" is in the home directory, not in a directory "~" made in the working one.
+        self.path = Path(path).expanduser() if path is not None else default_gate_path()
         self.clock: Clock = clock or SystemClock()
         self._timeout = timeout_seconds = check_timeout(timeout_seconds)
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
         self._last_sweep = -_SWEEP_EVERY
+        with self._lock, self._read_lock:
+            self._open()
+
+    def _open(self) -> None:
+        """Open (or create) the file at ``path``: the writer, the schema, the reader (the
+        caller holds both locks)."""
         try:
             private_file(self.path)
             self._db = sqlite3.connect(self.path, timeout=0.0, isolation_level=None,
                                        check_same_thread=False)
+            self._identity = _identity(self.path)
             self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
             self._retry(lambda: self._db.execute("PRAGMA synchronous=NORMAL"))
-            self._transaction(self._create_schema)
-            self._reader = sqlite3.connect(self.path, timeout=timeout_seconds,
+            self._immediate(self._create_schema)
+            self._reader = sqlite3.connect(self.path, timeout=self._timeout,
                                            isolation_level=None, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise GateError(f"cannot open the SQLite gate at {self.path}: {exc}",
                             backend="sqlite") from exc
+
+    def _follow(self) -> None:
+        """Reopen the file at ``path`` when the one open is no longer there (deleted, say by
+        a cache directory's cleaning, or replaced): workers started since pace on the file
+        at the path, and this one must pace with them. Its state is lost, as a restarted
+        Redis's: the next reservation starts afresh."""
+        if _identity(self.path) == self._identity:
+            return
+        with self._lock, self._read_lock:
+            if _identity(self.path) == self._identity:  # another thread reopened it
+                return
+            self._db.close()
+            self._reader.close()
+            self._open()
 
     @staticmethod
     def _create_schema(db: sqlite3.Connection) -> None:
@@ -128,9 +157,11 @@ class SQLiteStore(Primitives):
             if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
                 db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
-    def _retry(self, step: Callable[[], T]) -> T:
-        """Run ``step``, retrying while another connection holds the lock."""
-        deadline, delay = time.monotonic() + self._timeout, 0.0002
+    def _retry(self, step: Callable[[], T], deadline: float | None = None) -> T:
+        """Run ``step``, retrying while another connection holds the lock, until ``deadline``
+        (``time.monotonic()``; default: ``timeout_seconds`` from now)."""
+        deadline = time.monotonic() + self._timeout if deadline is None else deadline
+        delay = 0.0002
         while True:
             try:
                 return step()
@@ -145,18 +176,30 @@ class SQLiteStore(Primitives):
             delay = min(delay * 1.5, 0.002)
 
     def _transaction(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
-            try:
-                self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"))
-                try:
-                    result = body(self._db)
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._retry(lambda: self._db.execute("COMMIT"))
-                return result
-            except sqlite3.Error as exc:
-                raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
+        # The deadline covers the wait behind this process's other calls too: each of them
+        # may wait up to the deadline on a file another process holds.
+        deadline = time.monotonic() + self._timeout
+        if not self._lock.acquire(timeout=min(self._timeout, threading.TIMEOUT_MAX)):
+            raise GateError(f"SQLite gate {self.path} failed: database is locked (this process's "
+                            f"other calls held it for {self._timeout:g} s)", backend="sqlite")
+        try:
+            return self._immediate(body, deadline)
+        except sqlite3.Error as exc:
+            raise GateError(f"SQLite gate {self.path} failed: {exc}", backend="sqlite") from exc
+        finally:
+            self._lock.release()
+
+    def _immediate(self, body: Callable[[sqlite3.Connection], T],
+                   deadline: float | None = None) -> T:
+        """``body`` in one ``BEGIN IMMEDIATE`` transaction (the caller holds the lock)."""
+        self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"), deadline)
+        try:
+            result = body(self._db)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._retry(lambda: self._db.execute("COMMIT"))
+        return result
 
     def _read_only(self, body: Callable[[sqlite3.Connection], T]) -> T:
         """Reads in one snapshot, on the second connection (WAL: never behind a writer)."""
@@ -175,6 +218,7 @@ class SQLiteStore(Primitives):
     def run(self, ops: Sequence[Op]) -> list[Any]:
         if not ops:
             return []
+        self._follow()
         if not any(op.writes for op in ops):
             return self._read_only(lambda db: self._apply_all(db, ops))
         return self._transaction(lambda db: self._apply_all(db, ops, sweep=True))
@@ -265,6 +309,7 @@ class SQLiteStore(Primitives):
                    "period < ?)", (now, period_of(now - _KEEP_LEGACY_SECONDS, "day")[0]))
 
     def keys(self, prefix: str = "") -> list[str]:
+        self._follow()
         rows = self._read_only(lambda db: db.execute(
             "SELECT DISTINCT key FROM gate WHERE substr(key, 1, ?) = ? ORDER BY key",
             (len(prefix), prefix)).fetchall())
@@ -277,6 +322,15 @@ class SQLiteStore(Primitives):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` names (device, inode); ``None`` when there is none."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _write(db: sqlite3.Connection, key: str, st: StoreState) -> None:
@@ -303,7 +357,10 @@ class SQLiteGate(FleetGate):
 
     A file locked by another connection for longer than ``timeout_seconds`` (a
     ``BEGIN EXCLUSIVE`` left open) turns a call into a ``GateError``, never a hang.
-    The file (and the directories it needs) is created readable by its owner only.
+    The file (and the directories it needs) is created readable by its owner only. A file
+    deleted or replaced under a running worker (a cache directory cleaned) is reopened at
+    its path by the next call, so the worker paces with those started since; its pacing
+    state starts afresh, as a restarted Redis's does.
     """
 
     store: SQLiteStore

@@ -157,7 +157,8 @@ class SQLiteStore:
                  timeout_seconds: float = 30.0) -> None:
         self._expiry = Expiry.build(no_match_ttl_seconds, clock)
         timeout_seconds = check_timeout(timeout_seconds)
-        self.path = Path(path) if path is not None else default_store_path()
+        # "~/x" is in the home directory, not in a directory "~" made in the working one.
+        self.path = Path(path).expanduser() if path is not None else default_store_path()
         self._lock = threading.Lock()
         self._attempts_ready = False
         try:

@@ -227,7 +227,8 @@ class RedisServer:
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self, *extra: str) -> None:
+        """Start the server (``extra``: more of its command line's arguments)."""
         self.proc = subprocess.Popen(
             [
                 self.binary,
@@ -239,6 +240,7 @@ class RedisServer:
                 "",
                 "--appendonly",
                 "no",
+                *extra,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -250,16 +252,19 @@ class RedisServer:
         import redis
 
         assert self.proc is not None and self.proc.stdout is not None
-        ready, output = threading.Event(), self.proc.stdout
+        output = self.proc.stdout
+        self._log: list[bytes] = []
+        self._logged = threading.Condition()
 
         def drain() -> None:  # read the log to the end, so the server never blocks on it
             with output:
                 for line in output:
-                    if b"Ready to accept connections" in line:
-                        ready.set()
+                    with self._logged:
+                        self._log.append(line)
+                        self._logged.notify_all()
 
         threading.Thread(target=drain, daemon=True).start()
-        if not ready.wait(timeout):
+        if not self.wait_for_log(b"Ready to accept connections", timeout):
             raise TimeoutError(f"redis-server on port {self.port} did not get ready "
                                f"(exit code {self.proc.poll()})")
         client = redis.Redis.from_url(self.url, socket_connect_timeout=2, socket_timeout=2)
@@ -267,6 +272,11 @@ class RedisServer:
             assert client.ping()
         finally:
             client.close()
+
+    def wait_for_log(self, text: bytes, timeout: float = 10.0) -> bool:
+        """Wait (bounded) for a line of the server's log holding ``text``."""
+        with self._logged:
+            return self._logged.wait_for(lambda: any(text in line for line in self._log), timeout)
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -493,3 +493,138 @@ def test_a_setting_refused_after_the_store_answered_degrades_as_an_outage() -> N
     with pytest.warns(GateUnavailableWarning):
         gate.reserve(KEY, 0.1)
     assert gate.degraded
+
+
+def test_a_redis_read_only_replica_stops_the_run_instead_of_pacing_alone(redis_server: Any) -> None:
+    """A replica's URL given for the primary's answers every write ``READONLY``, for ever:
+    the gate warned and paced every worker alone at 25 % for the whole run (found by
+    pointing a run at a replica). It is a setting no retry heals, like a wrong db index."""
+    import redis
+
+    from geotoolkit.gate import open_gate
+
+    redis_server.start()
+    admin = redis.Redis.from_url(redis_server.url)
+    # A replica of a primary that is not there: read-only from now on.
+    admin.replicaof("127.0.0.1", redis_server.port + 1 if redis_server.port < 65535 else 1)
+    gate = open_gate(redis_server.url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError, match="read only replica") as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+        admin.close()
+    assert info.value.permanent
+
+
+def _serves_ssl(dsn: str) -> bool:
+    import psycopg
+
+    try:
+        psycopg.connect(dsn, sslmode="require", connect_timeout=2).close()
+    except psycopg.OperationalError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("setting", [
+    pytest.param({"options": "-cdefault_transaction_read_only=on"}, id="read-only"),
+    pytest.param({"options": "-csearch_path=geotoolkit_no_such_schema"}, id="no schema"),
+    pytest.param({"sslmode": "bogus"}, id="bad parameter"),
+    pytest.param({"options": "-cgeotoolkit_no_such_setting=1"}, id="unknown setting"),
+    pytest.param({"sslmode": "require"}, id="ssl the server has not"),
+])
+def test_a_postgres_that_can_never_serve_the_gate_stops_the_run(
+        postgres_dsn: str, setting: dict[str, str]) -> None:
+    """A hot standby or a read-only role (every write refused), a ``search_path`` naming
+    no schema (nowhere to create the tables), a connection parameter libpq refuses or a
+    setting the server does not know: the
+    gate warned and paced every worker alone at 25 % for the whole run (found by running
+    with each against the shared server; SSL required of a server without it too). No
+    retry heals them: the error is raised."""
+    from urllib.parse import urlencode
+
+    from geotoolkit.gate import open_gate
+
+    if "://" not in postgres_dsn:
+        pytest.skip("a key=value DSN")
+    if setting.get("sslmode") == "require" and _serves_ssl(postgres_dsn):
+        pytest.skip("this server has SSL")
+    gate = open_gate(f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}{urlencode(setting)}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError) as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+    assert info.value.permanent
+
+
+def test_a_redis_cluster_node_stops_the_run_saying_the_gate_needs_a_standalone_redis(
+        redis_server: Any, tmp_path: Any) -> None:
+    """A Redis Cluster node's URL: the gate's batch names several keys, which a cluster
+    refuses (``CROSSSLOT``, or ``MOVED`` to another node), on every call. The gate warned
+    and paced every worker alone at 25 % for the whole run (found with a one-node cluster).
+    It stops the run, saying a standalone Redis is needed."""
+    import socket
+
+    import redis
+
+    from geotoolkit.gate import open_gate
+
+    with socket.socket() as sock:  # the cluster bus's port (by default the port + 10000)
+        sock.bind(("127.0.0.1", 0))
+        bus = sock.getsockname()[1]
+    redis_server.start("--cluster-enabled", "yes", "--cluster-port", str(bus),
+                       "--cluster-config-file", str(tmp_path / "nodes.conf"))
+    admin = redis.Redis.from_url(redis_server.url)
+    admin.execute_command("CLUSTER", "ADDSLOTS", *range(16384))  # ADDSLOTSRANGE: Redis 7 only
+    assert redis_server.wait_for_log(b"Cluster state changed: ok")
+    gate = open_gate(redis_server.url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError, match="Redis Cluster") as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+        admin.close()
+    assert info.value.permanent
+
+
+def test_a_redis_that_runs_no_scripts_stops_the_run_saying_so(redis_server: Any) -> None:
+    """A server that knows no ``EVALSHA`` (a Sentinel's port given for the primary's, or
+    a managed Redis with scripting disabled) answers every gate call "unknown command":
+    the gate warned and paced every worker alone at 25 % for the whole run (found by
+    pointing a run at a Sentinel). It stops the run, saying what the gate needs."""
+    from geotoolkit.gate import open_gate
+
+    redis_server.start("--rename-command", "EVALSHA", "", "--rename-command", "EVAL", "")
+    gate = open_gate(redis_server.url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError, match="Lua scripts") as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+    assert info.value.permanent
+
+
+def test_listing_the_keys_of_a_redis_without_scan_says_it_may_be_a_sentinel(
+        redis_server: Any) -> None:
+    """``geotoolkit gate status`` on a Sentinel's port: "unknown command 'SCAN'" and no
+    more (found so). The error says what the address may be, and is permanent."""
+    from geotoolkit.gate.redis import RedisGate
+
+    redis_server.start("--rename-command", "SCAN", "")
+    gate = RedisGate(redis_server.url)
+    try:
+        with pytest.raises(GateError, match="Sentinel") as info:
+            gate.store.keys("geotoolkit:")
+    finally:
+        gate.close()
+    assert info.value.permanent
