@@ -145,6 +145,18 @@ _NOMINATIM_CLASS: dict[str, str] = {
 _NOMINATIM_RANK: dict[str, str] = {"28-30": "address", "26-27": "street", "13-25": "locality",
                    "5-12": "region", "4": "country"}
 
+# ArcGIS's POI types (its category names) of named places that are no part of an address:
+# the Land Features and Water Features categories, and parks.
+_ARCGIS_FEATURES: dict[str, str] = _words("feature", *(f"POI/{w}" for w in (
+    "Atoll", "Basin", "Butte", "Canyon", "Cape", "Cave", "Cliff", "Continent", "Desert", "Dune",
+    "Flat", "Forest", "Glacier", "Grassland", "Hill", "Island", "Isthmus", "Lava", "Marsh",
+    "Meadow", "Mesa", "Mountain", "Mountain Range", "Oasis", "Other Land Feature", "Peninsula",
+    "Plain", "Plateau", "Ravine", "Ridge", "Rock", "Scrubland", "Swamp", "Valley", "Volcano",
+    "Wetland", "Bay", "Canal", "Channel", "Cove", "Delta", "Estuary", "Fjord", "Gulf",
+    "Lagoon", "Lake", "Ocean", "Other Water Feature", "Reef", "Reservoir", "River", "Sea",
+    "Sound", "Spring", "Strait", "Stream", "Waterfall", "Park", "Nature Reserve",
+    "National Park", "Garden")))
+
 #: Each provider's vocabularies, in the order its parser consults them.
 VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
     "nominatim": (
@@ -258,6 +270,9 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
             "administrativeArea": "region"}),
     ),
     "arcgis": (
+        Vocabulary("Addr_type/Type", _ARCGIS_FEATURES,
+                   "a POI is a business or landmark at its own point, unless its Type is one of "
+                   "ArcGIS's Land Features or Water Features, or a park"),
         Vocabulary("Addr_type", {
             **_words("address", "PointAddress", "Subaddress", "BuildingName", "Parcel", "POI"),
             **_words("interpolated", "StreetAddress", "StreetAddressExt", "DistanceMarker"),

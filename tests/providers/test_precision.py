@@ -95,6 +95,13 @@ def test_the_docs_show_the_tables_as_generated() -> None:
     ("arcgis", {"Addr_type": "Locality", "Type": "State or Province"}, "region"),
     ("arcgis", {"Addr_type": "StreetAddress"}, "interpolated"),
     ("arcgis", {"Addr_type": "MGRS"}, "unknown"),
+    # A POI is a business or a landmark at its own point, or a mountain, a lake, a park:
+    # ArcGIS's Type tells them apart (its Land Features and Water Features categories).
+    ("arcgis", {"Addr_type/Type": "POI/Mountain", "Addr_type": "POI", "Type": "Mountain"},
+     "feature"),
+    ("arcgis", {"Addr_type/Type": "POI/Lake", "Addr_type": "POI", "Type": "Lake"}, "feature"),
+    ("arcgis", {"Addr_type/Type": "POI/Park", "Addr_type": "POI", "Type": "Park"}, "feature"),
+    ("arcgis", {"Addr_type/Type": "POI/Museum", "Addr_type": "POI", "Type": "Museum"}, "address"),
     ("mapbox", {"coordinates.accuracy": "approximate", "feature_type": "address"}, "address"),
     ("photon", {"type": "other", "osm_key/osm_value": "place/postcode"}, "postcode"),
     ("pelias", {"match_type": "fallback", "layer": "street"}, "street"),
