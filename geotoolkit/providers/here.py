@@ -37,6 +37,7 @@ class Here(HTTPProvider):
 
     The precision comes from ``resultType`` refined by ``houseNumberType`` (``PA``
     point address, ``interpolated``), ``localityType`` and ``administrativeAreaType``;
+    a ``houseNumberFallback`` (the nearest known house, not the one asked) is ``street``;
     the score is ``scoring.queryScore`` (0-1). The place id is HERE's ``id``, the
     country code its alpha-3 ``countryCode`` turned into alpha-2, the bbox ``mapView``.
 
@@ -119,8 +120,9 @@ class Here(HTTPProvider):
         position = item.get("position") if isinstance(item, Mapping) else None
         if not isinstance(position, Mapping):
             raise self._bad("item without a position", item)
-        words = {key: item.get(key) for key in ("houseNumberType", "localityType",
-                                                "administrativeAreaType", "resultType")}
+        words = {key: item.get(key) for key in ("houseNumberFallback", "houseNumberType",
+                                                "localityType", "administrativeAreaType",
+                                                "resultType")}
         return self._match(position.get("lng"), position.get("lat"), item.get("title"), item,
                            precision=precision_of(self.name, words),
                            score=f.scaled(f.dig(item, "scoring", "queryScore"), 1.0),

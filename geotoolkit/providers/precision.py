@@ -10,7 +10,8 @@ knows is ``unknown``: never an error.
 
 Each vocabulary's words are matched case-insensitively; ``*`` after a ``/`` matches
 any value of that part (``highway/*``), ``*`` alone any value, and ``a-b`` a number
-in that range (Nominatim's ``place_rank``). A field whose value is a list (Google's
+in that range (Nominatim's ``place_rank``); a boolean is its JSON word, ``true`` or
+``false``. A field whose value is a list (Google's
 ``types``) takes the finest precision any of its words gives.
 
 :func:`render_markdown` draws the tables of ``docs/providers.md`` (a test keeps the
@@ -70,7 +71,9 @@ class Vocabulary:
         return self._one(value)
 
     def _one(self, value: object) -> Precision | None:
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, bool):  # a flag (HERE's houseNumberFallback): its JSON word
+            value = "true" if value else "false"
+        if isinstance(value, int):
             return self._in_range(value)
         if not isinstance(value, str) or not value:
             return None
@@ -256,6 +259,9 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
             **_words("region", "district", "region"), "country": "country"}),
     ),
     "here": (
+        Vocabulary("houseNumberFallback", {"true": "street"},
+                   "the house number asked for was not found and the nearest known one was "
+                   "answered: another house on the right street (shown only when true)"),
         Vocabulary("houseNumberType", {"PA": "address", "MPA": "address",
                                        "interpolated": "interpolated"},
                    "PA: a point address"),

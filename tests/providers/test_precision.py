@@ -92,6 +92,11 @@ def test_the_docs_show_the_tables_as_generated() -> None:
     ("google", {"types": ["route", "postal_code"]}, "street"),  # the finest of the types
     ("here", {"resultType": "locality", "localityType": "postalCode"}, "postcode"),
     ("here", {"resultType": "houseNumber", "houseNumberType": "interpolated"}, "interpolated"),
+    # HERE answered the nearest known house instead of the one asked: the right street only.
+    ("here", {"resultType": "houseNumber", "houseNumberType": "PA", "houseNumberFallback": True},
+     "street"),
+    ("here", {"resultType": "houseNumber", "houseNumberType": "PA", "houseNumberFallback": False},
+     "address"),
     ("arcgis", {"Addr_type": "Locality", "Type": "State or Province"}, "region"),
     ("arcgis", {"Addr_type": "StreetAddress"}, "interpolated"),
     ("arcgis", {"Addr_type": "MGRS"}, "unknown"),
