@@ -17,6 +17,7 @@ import pandas as pd
 
 from geotoolkit.export import input_columns
 from geotoolkit.export.dtypes import PRECISION_DTYPE, is_result_dtype_column, result_dtypes
+from geotoolkit.orchestration.job import row_countries
 from geotoolkit.results import Match, Outcome, Place
 from geotoolkit.schema import (
     COARSE_COLUMNS,
@@ -25,7 +26,7 @@ from geotoolkit.schema import (
     REVIEW_COLUMNS,
     too_coarse,
 )
-from geotoolkit.validate import check_point, country_code, require_country
+from geotoolkit.validate import check_point
 
 if TYPE_CHECKING:
     from geotoolkit.orchestration.job import Columns
@@ -39,17 +40,6 @@ Countries = str | Sequence[object] | None
 
 _PLACE_TEXT = ("place_id", "osm_type", "housenumber", "street", "postcode", "locality", "region",
                "country_code")
-
-
-def _countries(country: Countries, n: int) -> list[str | None]:
-    """One ISO code (or None: no country check) per row."""
-    if country is None:
-        return [None] * n
-    if isinstance(country, str):
-        return [require_country(country)] * n
-    if len(country) != n:
-        raise ValueError(f"{len(country)} countries for {n} rows")
-    return [country_code(value) for value in country]
 
 
 class OutcomeColumns:
@@ -157,7 +147,7 @@ def outcomes_frame(df: pd.DataFrame, outcomes: Sequence[Outcome], *, country: Co
     n = len(df)
     if len(outcomes) != n:
         raise ValueError(f"{len(outcomes)} outcomes for {n} rows")
-    rows, pairs = _distinct(outcomes, _countries(country, n))
+    rows, pairs = _distinct(outcomes, row_countries(country, n))
     columns = _Columns(len(pairs), min_precision=min_precision, full_results=full_results)
     for j, (outcome, code) in enumerate(pairs):
         columns.fill(j, outcome, code)
