@@ -250,8 +250,10 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
     "mapbox": (
         Vocabulary("coordinates.accuracy", {
             **_words("address", "rooftop", "parcel", "point", "proximate"),
-            "interpolated": "interpolated", **_words("street", "street", "intersection")},
-            "address features only; approximate is left to feature_type"),
+            "interpolated": "interpolated", **_words("street", "street", "intersection"),
+            "approximate": "postcode"},
+            "address features only; approximate: the address placed at its 9-digit (ZIP+4) "
+            "postcode's centroid"),
         Vocabulary("feature_type", {
             **_words("address", "address", "secondary_address"),
             **_words("street", "street", "block"), "postcode": "postcode",

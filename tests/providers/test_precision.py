@@ -107,7 +107,8 @@ def test_the_docs_show_the_tables_as_generated() -> None:
     ("arcgis", {"Addr_type/Type": "POI/Lake", "Addr_type": "POI", "Type": "Lake"}, "feature"),
     ("arcgis", {"Addr_type/Type": "POI/Park", "Addr_type": "POI", "Type": "Park"}, "feature"),
     ("arcgis", {"Addr_type/Type": "POI/Museum", "Addr_type": "POI", "Type": "Museum"}, "address"),
-    ("mapbox", {"coordinates.accuracy": "approximate", "feature_type": "address"}, "address"),
+    # Mapbox v6: "approximate" places an address at its 9-digit (ZIP+4) postcode's centroid
+    ("mapbox", {"coordinates.accuracy": "approximate", "feature_type": "address"}, "postcode"),
     ("photon", {"type": "other", "osm_key/osm_value": "place/postcode"}, "postcode"),
     ("pelias", {"match_type": "fallback", "layer": "street"}, "street"),
     ("census", {"addressMatches[]": "match"}, "interpolated"),
