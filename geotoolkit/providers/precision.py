@@ -261,6 +261,9 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
             **_words("region", "district", "region"), "country": "country"}),
     ),
     "here": (
+        Vocabulary("categories[].id", {"350": "feature"},
+                   "the first part of a place's primary category: 350 is HERE's 'Natural and "
+                   "Geographical' (a lake, a mountain, a forest); other places are POIs"),
         Vocabulary("houseNumberFallback", {"true": "street"},
                    "the house number asked for was not found and the nearest known one was "
                    "answered: another house on the right street (shown only when true)"),

@@ -92,6 +92,9 @@ def test_the_docs_show_the_tables_as_generated() -> None:
     ("google", {"types": ["route", "postal_code"]}, "street"),  # the finest of the types
     ("here", {"resultType": "locality", "localityType": "postalCode"}, "postcode"),
     ("here", {"resultType": "houseNumber", "houseNumberType": "interpolated"}, "interpolated"),
+    # A HERE place in its "Natural and Geographical" categories (350-...): a lake, a peak.
+    ("here", {"resultType": "place", "categories[].id": "350"}, "feature"),
+    ("here", {"resultType": "place", "categories[].id": "100"}, "address"),  # a restaurant
     # HERE answered the nearest known house instead of the one asked: the right street only.
     ("here", {"resultType": "houseNumber", "houseNumberType": "PA", "houseNumberFallback": True},
      "street"),
