@@ -206,11 +206,33 @@ def retry_rows(result: pd.DataFrame, fixed: pd.DataFrame | None) -> tuple[pd.Dat
     rows = own.loc[fixed.index].copy()
     changed = pd.Series(False, index=rows.index)
     for name in input_columns(fixed).columns:
-        before, after = rows[name].astype(object), fixed[name].astype(object)
-        same = (before == after) | (before.isna() & after.isna())
-        changed |= ~same.astype(bool)
-        rows[name] = fixed[name]
+        rows[name], edited = _corrected(rows[name], fixed[name])
+        changed |= edited
     return rows, changed.tolist()
+
+
+def _same(before: pd.Series, after: pd.Series) -> pd.Series:
+    """Cell by cell: equal, or both missing."""
+    before, after = before.astype(object), after.astype(object)
+    return ((before == after) | (before.isna() & after.isna())).astype(bool)
+
+
+def _corrected(before: pd.Series, after: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """The column ``before`` with the analyst's edits from ``after``, and which cells were
+    edited. A cell that only changed type on its way through a spreadsheet (a postcode
+    ``"0155"`` read back as 155, a date as text, a whole number with a gap as 2.0, a
+    category as text) is no edit: it keeps its value, and the column its dtype."""
+    same = _same(before, after)
+    with contextlib.suppress(TypeError, ValueError, OverflowError):
+        same |= _same(before.astype(after.dtype), after)  # the original, read as the sheet was
+    if same.all():
+        return before, ~same
+    merged = before.astype(object).where(same, after.astype(object))
+    with contextlib.suppress(TypeError, ValueError, OverflowError):
+        typed = merged.astype(before.dtype)  # the edits in the column's own type, if they fit
+        if _same(typed, merged).all():
+            merged = typed
+    return merged, ~same
 
 
 def merge_retried(result: pd.DataFrame, retried: pd.DataFrame, *, sent: Sequence[int],
