@@ -460,6 +460,16 @@ class _Stages:
             return dataclasses.replace(best, reason=reason, attempts=attempts)
         return dataclasses.replace(best, attempts=attempts)
 
+    def others(self) -> list[str | None]:
+        """For a row whose best answer is a match of one stage among several: what the other
+        providers said (for its reason, should it end a dead letter); else ``None``."""
+        said: list[str | None] = []
+        for best, trail, country in zip(self.best, self.trail, self.countries, strict=True):
+            rest = [o for o in trail if o is not best]
+            said.append("; ".join(f"{o.provider}: {_why(o, country)}" for o in rest)
+                        if isinstance(best, Match) and rest else None)
+        return said
+
     def _counts(self) -> dict[str, int]:
         counts = dict.fromkeys(_RANK, 0)
         for outcome, country in zip(self.best, self.countries, strict=True):
@@ -500,6 +510,20 @@ def _why(outcome: Outcome, country: str | None) -> str:
     return outcome.reason
 
 
+def _with_others(frame: gpd.GeoDataFrame, others: Sequence[str | None]) -> gpd.GeoDataFrame:
+    """``frame`` whose dead letters that kept one provider's match (too coarse, or its point
+    refused) also say what the other providers of the chain said."""
+    if not any(others):
+        return frame
+    reasons = frame["geocode_reason"].astype(object).to_numpy(copy=True)
+    status, provider = frame["geocode_status"].to_numpy(), frame["geocode_provider"].to_numpy()
+    for i, said in enumerate(others):
+        if said and status[i] != "matched":  # as a no-match's: every provider, in order
+            reasons[i] = f"{provider[i]}: {reasons[i]}; {said}"
+    frame["geocode_reason"] = pd.Series(reasons, index=frame.index, dtype=frame["geocode_reason"].dtype)
+    return frame
+
+
 async def settle(items: list[Query | str], options: GeocodeOptions,
                  progress: ProgressSink | None = None) -> list[Outcome]:
     """Settle ``items`` (a Query, or a reason string for unusable input, each) in order.
@@ -527,6 +551,7 @@ class FrameJob:
         # Under copy-on-write a shallow copy is a snapshot: later edits to frame do not leak in.
         self.frame = frame.copy(deep=False)
         self.sent: list[int] = []
+        self._others: list[str | None] = []
 
     @property
     def items(self) -> list[Query | str]:
@@ -538,16 +563,17 @@ class FrameJob:
         countries = row_countries(self._plan.country, len(self._plan.items))
         stages = _Stages(self._plan.items, self.options, progress, countries)
         outcomes = await stages.run()
-        self.sent = stages.sent
+        self.sent, self._others = stages.sent, stages.others()
         return outcomes
 
     def result(self, outcomes: list[Outcome]) -> gpd.GeoDataFrame:
         """The validated EPSG:4326 GeoDataFrame for ``outcomes``."""
         from geotoolkit.orchestration.frame import outcomes_frame
 
-        return outcomes_frame(self.frame, outcomes, country=self._plan.country,
-                              min_precision=self.options.min_precision,
-                              full_results=self.options.full_results)
+        frame = outcomes_frame(self.frame, outcomes, country=self._plan.country,
+                               min_precision=self.options.min_precision,
+                               full_results=self.options.full_results)
+        return _with_others(frame, self._others if len(self._others) == len(frame) else [])
 
     def run_sync(self, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
         """Run to the end from synchronous code (also inside Jupyter) and build the result."""

@@ -227,6 +227,20 @@ def test_a_match_the_checks_refuse_is_a_failure_for_the_chain_too() -> None:
         assert kept.loc["r0", "geocode_reason"].startswith("outside LI")
 
 
+def test_a_dead_letter_that_kept_one_providers_match_says_what_each_provider_said() -> None:
+    """A too-coarse (or refused) dead letter of a chain named only its own provider's
+    answer, where a no-match lists every provider's: the second's was lost."""
+    with gazetteers(WRONG_PLACES, RIGHT_PLACES) as (first, second):
+        out = FrameJob(frame(["Vaduz"]), Columns("address", country="LI"), GeocodeOptions(
+            provider=[first.provider(), second.provider()], gate="memory://", cache=False,
+            min_precision="street")).run_sync(None)
+    names = [f"nominatim@{first.url[7:]}", f"nominatim@{second.url[7:]}"]
+    assert out.loc["r0", "geocode_status"] == "too_coarse"
+    assert out.loc["r0", "geocode_reason"] == (
+        f"{names[0]}: precision locality is coarser than street; "
+        f"{names[1]}: outside LI (Liechtenstein): (lon, lat) = (8.55, 47.37)")
+
+
 AGENT = "geotoolkit-tests/1.0 (tests@example.org)"
 
 
