@@ -168,8 +168,8 @@ class StageSink:
 
     def _item(self, event: ItemFinished) -> ItemFinished:
         status = final_status(event.status, event.precision, self.min_precision)
-        passed = event.passed_on or (not self.last and passes_on(status, event.attempts,
-                                                                 self.fallback_on))
+        sent = event.attempts or int(event.cached)  # a cached answer was sent by an earlier run
+        passed = event.passed_on or (not self.last and passes_on(status, sent, self.fallback_on))
         if not passed:
             self.counts[status] += event.rows
         return dataclasses.replace(event, status=status, passed_on=passed)  # type: ignore[arg-type]

@@ -41,6 +41,8 @@ _TABLE_COLUMNS = ("geocode_status", "geocode_reason", "geocode_precision", "geoc
 _MAX_TABLE_ROWS = 200
 #: The most points :func:`explore` draws by default (about 3 MB of page).
 MAX_POINTS = 5_000
+#: The closest the map opens on its points (one point: a few streets around it).
+_FIT_MAX_ZOOM = 17
 
 
 def _require_folium() -> None:
@@ -136,6 +138,7 @@ def explore(result: pd.DataFrame, letters: pd.DataFrame, *, max_points: int | No
     coarse = None if coarse is None else _sample(coarse, max_points)
     drawn = len(matched) + (0 if coarse is None else len(coarse))
     m = kwargs.pop("m", None)
+    fit = m is None  # a map of the caller's keeps its view
     if m is None:
         m = folium.Map(location=_centre(frame), zoom_start=12, tiles=kwargs.pop("tiles", "OpenStreetMap"))
     if not matched.empty:
@@ -152,7 +155,21 @@ def explore(result: pd.DataFrame, letters: pd.DataFrame, *, max_points: int | No
                            marker_kwds={"radius": 8})
     if coarse is not None and not matched.empty:
         folium.LayerControl().add_to(m)
+    box = _bounds(matched, coarse)
+    if fit and box is not None:  # open on every point drawn, as gdf.explore() does
+        m.fit_bounds(box, max_zoom=_FIT_MAX_ZOOM)
     return ResultMap(m, letters, points_drawn=drawn, points=points)
+
+
+def _bounds(*layers: gpd.GeoDataFrame | None) -> list[list[float]] | None:
+    """``[[south, west], [north, east]]`` of the points drawn, ``None`` when there are none."""
+    boxes = [layer.geometry.total_bounds for layer in layers
+             if layer is not None and not layer.geometry.is_empty.all()]
+    if not boxes:
+        return None
+    west, south = min(b[0] for b in boxes), min(b[1] for b in boxes)
+    east, north = max(b[2] for b in boxes), max(b[3] for b in boxes)
+    return [[float(south), float(west)], [float(north), float(east)]]
 
 
 def _sample(frame: gpd.GeoDataFrame, most: int | None) -> gpd.GeoDataFrame:

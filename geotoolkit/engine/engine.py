@@ -157,6 +157,7 @@ class Engine:
         self._progress: ProgressSink | None = None
         self._error: BaseException | None = None
         self._hand_off: tuple[type[BaseException], ...] = ()
+        self._refused: Callable[[int, Outcome], bool] | None = None
         self._queue: RowQueue | None = None  # a run's single queries (not batches)
         self.tally = Tally(store)  # rows' attempts across the runs of a batch
         #: The indices (in ``run``'s items) of the rows the last run handed off (see ``run``).
@@ -184,7 +185,8 @@ class Engine:
 
     async def run(self, items: Sequence[AnyQuery | str], progress: ProgressSink | None = None,
                   *, hand_off: tuple[type[BaseException], ...] = (),
-                  forget_attempts: bool = True) -> list[Outcome]:
+                  forget_attempts: bool = True,
+                  refused: Callable[[int, Outcome], bool] | None = None) -> list[Outcome]:
         """Settle ``items`` (a Query or ReverseQuery each, or a reason string for unusable
         input). ``progress`` receives the run's events (``geotoolkit.progress``).
 
@@ -198,9 +200,14 @@ class Engine:
         :mod:`~geotoolkit.engine.tally`), and forgotten when a run returns, unless
         ``forget_attempts`` is false: a caller whose batch goes on after this run (the
         stages of a chain) then calls ``tally.forget()`` when it ends.
+
+        ``refused(index, match)``: whether the caller will refuse that row's match (its
+        point outside the row's country, on Null Island): such rows are reported
+        ``failed``, as they end, not ``matched``.
         """
         self._progress = progress
         self._hand_off, self.handed_off = hand_off, []
+        self._refused = refused
         http.warm_up()  # before the first slot, not between a slot and its send
         async with http.make_client(concurrency=self.settings.concurrency,
                                     timeout=self.settings.timeout,
@@ -335,12 +342,20 @@ class Engine:
 
     def _record_outcome(self, key: str, outcome: Outcome, groups: dict[str, list[int]],
                         results: list[Outcome | None], *, cached: bool = False) -> None:
-        for index in groups[key]:
+        rows = groups[key]
+        for index in rows:
             results[index] = outcome
-        self._emit(ItemFinished(status=outcome.status, rows=len(groups[key]),
-                                attempts=0 if cached else outcome.attempts, cached=cached,
-                                at=self.clock.now(),
-                                precision=outcome.precision if isinstance(outcome, Match) else None))
+        attempts = 0 if cached else outcome.attempts
+        refused = [] if self._refused is None or not isinstance(outcome, Match) else \
+            [i for i in rows if self._refused(i, outcome)]
+        if len(refused) < len(rows):  # the requests are counted once, with the refused rows if any
+            self._emit(ItemFinished(status=outcome.status, rows=len(rows) - len(refused),
+                                    attempts=0 if refused else attempts, cached=cached,
+                                    at=self.clock.now(),
+                                    precision=outcome.precision if isinstance(outcome, Match) else None))
+        if refused:
+            self._emit(ItemFinished(status="failed", rows=len(refused), attempts=attempts,
+                                    cached=cached, at=self.clock.now()))
 
     def _finish(self, results: list[Outcome | None], started: float,
                 error: BaseException | None) -> None:

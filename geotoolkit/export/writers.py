@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import geopandas as gpd
+import numpy as np
 import pandas as pd
 import pyogrio
 
@@ -38,15 +39,32 @@ __all__ = ["write_geopackage", "write_geoparquet", "write_results"]
 def _plain(frame: pd.DataFrame, *, gdal: bool = True) -> pd.DataFrame:
     """Object columns (and, for GDAL, categorical and string ones) as text: one field type
     per column. GDAL ends a text at a NUL character (``"Va\\x00duz"`` was written ``"Va"``,
-    the rest of the cell lost): for it a NUL is written as the escape ``\\x00``."""
+    the rest of the cell lost): for it a NUL is written as the escape ``\\x00``. For
+    GeoParquet, an object column of booleans, or of whole numbers, with gaps (a CSV's yes/no
+    column with blanks) keeps its values, as a nullable ``boolean`` or ``Int64`` column."""
     out = pd.DataFrame(frame).copy()
     for name in out.columns:
         dtype = out[name].dtype
         text = pd.api.types.is_object_dtype(dtype) or (gdal and (
             isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype)))
-        if name != "geometry" and text:
-            out[name] = out[name].astype(object).map(_gdal_text if gdal else _text)
+        if name == "geometry" or not text:
+            continue
+        kind = None if gdal else _one_kind(out[name])
+        out[name] = out[name].astype(object).map(_gdal_text if gdal else _text) if kind is None \
+            else out[name].astype(kind)
     return out
+
+
+def _one_kind(column: pd.Series) -> str | None:
+    """``"boolean"`` or ``"Int64"`` when every value of an object column that is not missing
+    is a bool, or a whole number; ``None`` otherwise (written as text)."""
+    values = [v for v in column.tolist() if not _missing(v)]
+    if values and all(isinstance(v, bool | np.bool_) for v in values):
+        return "boolean"
+    if values and all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+                      and -2**63 <= v < 2**63 for v in values):
+        return "Int64"
+    return None
 
 
 def _missing(value: object) -> bool:

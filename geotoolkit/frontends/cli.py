@@ -371,7 +371,7 @@ def _run_job(args: argparse.Namespace, options: GeocodeOptions, *, announce: str
         print(f"{summary_line(tally)} (the dead letters of {args.input}) -> {args.output} "
               f"(geocoded: {geocoded}, dead_letters: {letters})")
         return 0
-    _report(tally, args.output, geocoded, letters)
+    _report(tally, args.output, geocoded, letters, _flagged(result))
     return 0
 
 
@@ -383,8 +383,12 @@ def _require_csv(path: Path) -> None:
             "geocode the dead letters of an earlier output, add --only-dead-letters")
 
 
-def _report(tally: Tally, output: Path, geocoded: int, letters: int) -> None:
-    flagged = tally.matched - geocoded  # matches whose coordinates failed validation
+def _flagged(result: gpd.GeoDataFrame) -> int:
+    """Answers whose coordinates failed validation: failed rows with a precision."""
+    return int(((result["geocode_status"] == "failed") & result["geocode_precision"].notna()).sum())
+
+
+def _report(tally: Tally, output: Path, geocoded: int, letters: int, flagged: int) -> None:
     note = f", {flagged} flagged by validation" if flagged > 0 else ""
     print(f"{summary_line(tally)} -> {output} (geocoded: {geocoded}, dead_letters: {letters}"
           f"{note})")
@@ -427,7 +431,7 @@ def _reverse(args: argparse.Namespace, options: GeocodeOptions) -> int:
     if result is None:
         return EX_TEMPFAIL
     geocoded, letters = write_results(result, args.output)
-    _report(tally, args.output, geocoded, letters)
+    _report(tally, args.output, geocoded, letters, _flagged(result))
     return 0
 
 

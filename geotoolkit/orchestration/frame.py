@@ -17,6 +17,7 @@ import pandas as pd
 
 from geotoolkit.export import input_columns
 from geotoolkit.export.dtypes import PRECISION_DTYPE, is_result_dtype_column, result_dtypes
+from geotoolkit.orchestration.job import row_countries
 from geotoolkit.results import Match, Outcome, Place
 from geotoolkit.schema import (
     COARSE_COLUMNS,
@@ -25,7 +26,7 @@ from geotoolkit.schema import (
     REVIEW_COLUMNS,
     too_coarse,
 )
-from geotoolkit.validate import check_point, country_code, require_country
+from geotoolkit.validate import check_point
 
 if TYPE_CHECKING:
     from geotoolkit.orchestration.job import Columns
@@ -39,17 +40,6 @@ Countries = str | Sequence[object] | None
 
 _PLACE_TEXT = ("place_id", "osm_type", "housenumber", "street", "postcode", "locality", "region",
                "country_code")
-
-
-def _countries(country: Countries, n: int) -> list[str | None]:
-    """One ISO code (or None: no country check) per row."""
-    if country is None:
-        return [None] * n
-    if isinstance(country, str):
-        return [require_country(country)] * n
-    if len(country) != n:
-        raise ValueError(f"{len(country)} countries for {n} rows")
-    return [country_code(value) for value in country]
 
 
 class OutcomeColumns:
@@ -157,7 +147,7 @@ def outcomes_frame(df: pd.DataFrame, outcomes: Sequence[Outcome], *, country: Co
     n = len(df)
     if len(outcomes) != n:
         raise ValueError(f"{len(outcomes)} outcomes for {n} rows")
-    rows, pairs = _distinct(outcomes, _countries(country, n))
+    rows, pairs = _distinct(outcomes, row_countries(country, n))
     columns = _Columns(len(pairs), min_precision=min_precision, full_results=full_results)
     for j, (outcome, code) in enumerate(pairs):
         columns.fill(j, outcome, code)
@@ -216,11 +206,33 @@ def retry_rows(result: pd.DataFrame, fixed: pd.DataFrame | None) -> tuple[pd.Dat
     rows = own.loc[fixed.index].copy()
     changed = pd.Series(False, index=rows.index)
     for name in input_columns(fixed).columns:
-        before, after = rows[name].astype(object), fixed[name].astype(object)
-        same = (before == after) | (before.isna() & after.isna())
-        changed |= ~same.astype(bool)
-        rows[name] = fixed[name]
+        rows[name], edited = _corrected(rows[name], fixed[name])
+        changed |= edited
     return rows, changed.tolist()
+
+
+def _same(before: pd.Series, after: pd.Series) -> pd.Series:
+    """Cell by cell: equal, or both missing."""
+    before, after = before.astype(object), after.astype(object)
+    return ((before == after) | (before.isna() & after.isna())).astype(bool)
+
+
+def _corrected(before: pd.Series, after: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """The column ``before`` with the analyst's edits from ``after``, and which cells were
+    edited. A cell that only changed type on its way through a spreadsheet (a postcode
+    ``"0155"`` read back as 155, a date as text, a whole number with a gap as 2.0, a
+    category as text) is no edit: it keeps its value, and the column its dtype."""
+    same = _same(before, after)
+    with contextlib.suppress(TypeError, ValueError, OverflowError):
+        same |= _same(before.astype(after.dtype), after)  # the original, read as the sheet was
+    if same.all():
+        return before, ~same
+    merged = before.astype(object).where(same, after.astype(object))
+    with contextlib.suppress(TypeError, ValueError, OverflowError):
+        typed = merged.astype(before.dtype)  # the edits in the column's own type, if they fit
+        if _same(typed, merged).all():
+            merged = typed
+    return merged, ~same
 
 
 def merge_retried(result: pd.DataFrame, retried: pd.DataFrame, *, sent: Sequence[int],

@@ -54,13 +54,13 @@ from geotoolkit.schema import STATUSES, final_status, passes_on, result_columns
 from geotoolkit.store import ResultStore, open_store
 from geotoolkit.store.base import AttemptLog, Attempts
 from geotoolkit.urls import backend_of
-from geotoolkit.validate import country_code, require_country
+from geotoolkit.validate import check_point, country_code, require_country
 
 if TYPE_CHECKING:
     import geopandas as gpd
 
-__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "gate_backend", "settle",
-           "stage_names"]
+__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "gate_backend", "refused_point",
+           "row_countries", "settle", "stage_names"]
 
 #: Keyword arguments naming structured-address columns (``country`` may also be a code).
 COLUMN_ARGUMENTS = STRUCTURED_FIELDS
@@ -335,18 +335,44 @@ def _recorder(store: ResultStore | None) -> _Recorder | None:
 _RANK = {status: rank for rank, status in enumerate(STATUSES)}  # best first
 
 
-def _rank(outcome: Outcome, minimum: str | None) -> tuple[int, int]:
+def row_countries(country: str | Sequence[object] | None, n: int) -> list[str | None]:
+    """One ISO code (or None: no country check) per row: one code for all, or one code or
+    country name per row (an unknown value skips the check)."""
+    if country is None:
+        return [None] * n
+    if isinstance(country, str):
+        return [require_country(country)] * n
+    if len(country) != n:
+        raise ValueError(f"{len(country)} countries for {n} rows")
+    return [country_code(value) for value in country]
+
+
+def refused_point(outcome: Outcome, country: str | None) -> str | None:
+    """Why a match's point cannot be the row's point (out of range, Null Island, outside
+    ``country``), as the result will say; ``None`` for a usable match or no match."""
+    return check_point(outcome.lon, outcome.lat, country) if isinstance(outcome, Match) else None
+
+
+def _status(outcome: Outcome, country: str | None, minimum: str | None) -> str:
+    """The status the row ends with: a match whose point is refused is ``failed``."""
+    if refused_point(outcome, country) is not None:
+        return "failed"
+    return final_status(outcome.status, getattr(outcome, "precision", None), minimum)
+
+
+def _rank(outcome: Outcome, country: str | None, minimum: str | None) -> tuple[int, int]:
     precision = outcome.precision if isinstance(outcome, Match) else "unknown"
-    status = final_status(outcome.status, precision, minimum)
-    return _RANK[status], PRECISIONS.index(precision)
+    return _RANK[_status(outcome, country, minimum)], PRECISIONS.index(precision)
 
 
 class _Stages:
     """A run over the providers of ``options``, stage after stage, on one gate and cache."""
 
     def __init__(self, items: list[Query | str], options: GeocodeOptions,
-                 progress: ProgressSink | None) -> None:
+                 progress: ProgressSink | None, countries: Sequence[str | None] | None = None
+                 ) -> None:
         self.items, self.options = items, options
+        self.countries = list(countries) if countries is not None else [None] * len(items)
         self.sink = StageSink(progress, min_precision=options.min_precision,
                                           fallback_on=options.fallback_on) if progress is not None else None
         self.best: list[Outcome | None] = [None] * len(items)
@@ -402,7 +428,8 @@ class _Stages:
         # Not the last provider: its quota spent or an outage ends its part, not the run.
         hand_off = () if last else (QuotaExceededError, ProviderUnavailableError)
         outcomes = await engine.run([self.items[i] for i in rows], self.sink, hand_off=hand_off,
-                                    forget_attempts=False)
+                                    forget_attempts=False, refused=lambda j, match: refused_point(
+                                        match, self.countries[rows[j]]) is not None)
         handed_off = {rows[i] for i in engine.handed_off}
         hits = {id(o) for o in recorder.hits} if recorder is not None else set()
         passing = []
@@ -410,11 +437,11 @@ class _Stages:
             self.sent[i] += 0 if id(answer) in hits else answer.attempts
             outcome = answer if answer.provider == name else dataclasses.replace(answer, provider=name)
             self.trail[i].append(outcome)
-            best = self.best[i]
+            best, country = self.best[i], self.countries[i]
             minimum = self.options.min_precision
-            if best is None or _rank(outcome, minimum) < _rank(best, minimum):
+            if best is None or _rank(outcome, country, minimum) < _rank(best, country, minimum):
                 self.best[i] = outcome
-            status = final_status(outcome.status, getattr(outcome, "precision", None), minimum)
+            status = _status(outcome, country, minimum)  # a refused point is a failure here too
             if i in handed_off or (not last and passes_on(status, outcome.attempts,
                                                           self.options.fallback_on)):
                 passing.append(i)
@@ -429,15 +456,25 @@ class _Stages:
             return best
         attempts = sum(o.attempts for o in trail)
         if isinstance(best, NoMatch | Failure):
-            reason = "; ".join(f"{o.provider}: {_why(o)}" for o in trail)
+            reason = "; ".join(f"{o.provider}: {_why(o, self.countries[i])}" for o in trail)
             return dataclasses.replace(best, reason=reason, attempts=attempts)
         return dataclasses.replace(best, attempts=attempts)
 
+    def others(self) -> list[str | None]:
+        """For a row whose best answer is a match of one stage among several: what the other
+        providers said (for its reason, should it end a dead letter); else ``None``."""
+        said: list[str | None] = []
+        for best, trail, country in zip(self.best, self.trail, self.countries, strict=True):
+            rest = [o for o in trail if o is not best]
+            said.append("; ".join(f"{o.provider}: {_why(o, country)}" for o in rest)
+                        if isinstance(best, Match) and rest else None)
+        return said
+
     def _counts(self) -> dict[str, int]:
         counts = dict.fromkeys(_RANK, 0)
-        for outcome in self.best:
+        for outcome, country in zip(self.best, self.countries, strict=True):
             if outcome is not None:
-                counts[list(_RANK)[_rank(outcome, self.options.min_precision)[0]]] += 1
+                counts[_status(outcome, country, self.options.min_precision)] += 1
         return counts
 
     def _now(self) -> float:
@@ -467,10 +504,24 @@ def stage_names(providers: Sequence[Provider]) -> list[str]:
             for i, label in enumerate(hosted)]
 
 
-def _why(outcome: Outcome) -> str:
+def _why(outcome: Outcome, country: str | None) -> str:
     if isinstance(outcome, Match):
-        return f"{outcome.precision} match"
+        return refused_point(outcome, country) or f"{outcome.precision} match"
     return outcome.reason
+
+
+def _with_others(frame: gpd.GeoDataFrame, others: Sequence[str | None]) -> gpd.GeoDataFrame:
+    """``frame`` whose dead letters that kept one provider's match (too coarse, or its point
+    refused) also say what the other providers of the chain said."""
+    if not any(others):
+        return frame
+    reasons = frame["geocode_reason"].astype(object).to_numpy(copy=True)
+    status, provider = frame["geocode_status"].to_numpy(), frame["geocode_provider"].to_numpy()
+    for i, said in enumerate(others):
+        if said and status[i] != "matched":  # as a no-match's: every provider, in order
+            reasons[i] = f"{provider[i]}: {reasons[i]}; {said}"
+    frame["geocode_reason"] = pd.Series(reasons, index=frame.index, dtype=frame["geocode_reason"].dtype)
+    return frame
 
 
 async def settle(items: list[Query | str], options: GeocodeOptions,
@@ -500,6 +551,7 @@ class FrameJob:
         # Under copy-on-write a shallow copy is a snapshot: later edits to frame do not leak in.
         self.frame = frame.copy(deep=False)
         self.sent: list[int] = []
+        self._others: list[str | None] = []
 
     @property
     def items(self) -> list[Query | str]:
@@ -508,18 +560,20 @@ class FrameJob:
 
     async def run(self, progress: ProgressSink | None = None) -> list[Outcome]:
         """Settle every row (cached rows are not sent)."""
-        stages = _Stages(self._plan.items, self.options, progress)
+        countries = row_countries(self._plan.country, len(self._plan.items))
+        stages = _Stages(self._plan.items, self.options, progress, countries)
         outcomes = await stages.run()
-        self.sent = stages.sent
+        self.sent, self._others = stages.sent, stages.others()
         return outcomes
 
     def result(self, outcomes: list[Outcome]) -> gpd.GeoDataFrame:
         """The validated EPSG:4326 GeoDataFrame for ``outcomes``."""
         from geotoolkit.orchestration.frame import outcomes_frame
 
-        return outcomes_frame(self.frame, outcomes, country=self._plan.country,
-                              min_precision=self.options.min_precision,
-                              full_results=self.options.full_results)
+        frame = outcomes_frame(self.frame, outcomes, country=self._plan.country,
+                               min_precision=self.options.min_precision,
+                               full_results=self.options.full_results)
+        return _with_others(frame, self._others if len(self._others) == len(frame) else [])
 
     def run_sync(self, progress: ProgressSink | None = None) -> gpd.GeoDataFrame:
         """Run to the end from synchronous code (also inside Jupyter) and build the result."""

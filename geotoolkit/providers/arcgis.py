@@ -58,7 +58,8 @@ class ArcGIS(HTTPProvider):
     geocodes only the first ones: the others come back as missing (``Failure``).
 
     The precision comes from ``Addr_type`` (``PointAddress``, ``StreetAddress`` =
-    interpolated, ``StreetName``, ``Postal``…; a ``Locality`` refined by ``Type``);
+    interpolated, ``StreetName``, ``Postal``…; a ``Locality`` refined by ``Type``, and a
+    ``POI`` whose ``Type`` is a mountain, a lake, a park... is a ``feature``);
     the score is the candidate's ``score`` / 100; the bbox its ``extent``. ArcGIS
     gives no stable id.
 
@@ -151,7 +152,7 @@ class ArcGIS(HTTPProvider):
         if not isinstance(candidate, Mapping) or not isinstance(location, Mapping):
             raise self._bad("candidate without a location", candidate)
         attributes = candidate.get("attributes")
-        words = {"Addr_type": f.dig(attributes, "Addr_type"), "Type": f.dig(attributes, "Type")}
+        words = _precision_words(f.dig(attributes, "Addr_type"), f.dig(attributes, "Type"))
         return self._match(location.get("x"), location.get("y"), candidate.get("address"), candidate,
                            precision=precision_of(self.name, words),
                            score=f.scaled(candidate.get("score"), 100), place=_place(candidate, attributes))
@@ -171,7 +172,7 @@ class ArcGIS(HTTPProvider):
         if not isinstance(address, Mapping) or not isinstance(location, Mapping):
             raise self._bad("reverse answer without address and location", body)
         self._check_wgs84(location.get("spatialReference"))
-        words = {"Addr_type": address.get("Addr_type"), "Type": address.get("Type")}
+        words = _precision_words(address.get("Addr_type"), address.get("Type"))
         return self._match(location.get("x"), location.get("y"),
                            f.first_text(address, "LongLabel", "Match_addr"), body,
                            precision=precision_of(self.name, words), place=_reverse_place(address))
@@ -218,6 +219,12 @@ class ArcGIS(HTTPProvider):
             raise ProviderUnavailableError(text, provider=self.name, status_code=code)
         error_name = "QueryError" if code == 400 else ProviderError.__name__
         return Failure(reason=text, error=error_name, provider=self.name)
+
+
+def _precision_words(addr_type: object, kind: object) -> dict[str, object]:
+    """The fields the precision is read from: ``Addr_type``, ``Type`` and both together
+    (a ``POI`` whose ``Type`` is a mountain or a lake is no address)."""
+    return {"Addr_type/Type": f"{addr_type}/{kind}", "Addr_type": addr_type, "Type": kind}
 
 
 def _address_fields(query: Query) -> dict[str, str]:

@@ -37,6 +37,8 @@ class Here(HTTPProvider):
 
     The precision comes from ``resultType`` refined by ``houseNumberType`` (``PA``
     point address, ``interpolated``), ``localityType`` and ``administrativeAreaType``;
+    a ``houseNumberFallback`` (the nearest known house, not the one asked) is ``street``,
+    a place whose primary category is "Natural and Geographical" (``350-...``) a ``feature``;
     the score is ``scoring.queryScore`` (0-1). The place id is HERE's ``id``, the
     country code its alpha-3 ``countryCode`` turned into alpha-2, the bbox ``mapView``.
 
@@ -119,12 +121,25 @@ class Here(HTTPProvider):
         position = item.get("position") if isinstance(item, Mapping) else None
         if not isinstance(position, Mapping):
             raise self._bad("item without a position", item)
-        words = {key: item.get(key) for key in ("houseNumberType", "localityType",
-                                                "administrativeAreaType", "resultType")}
+        words = {key: item.get(key) for key in ("houseNumberFallback", "houseNumberType",
+                                                "localityType", "administrativeAreaType",
+                                                "resultType")}
+        words["categories[].id"] = _category_group(item.get("categories"))
         return self._match(position.get("lng"), position.get("lat"), item.get("title"), item,
                            precision=precision_of(self.name, words),
                            score=f.scaled(f.dig(item, "scoring", "queryScore"), 1.0),
                            place=_place(item))
+
+
+def _category_group(categories: object) -> str | None:
+    """The first part of a place's primary category id (``"350-3500-0304"``, a lake:
+    ``"350"``), or of its first category when none is marked primary."""
+    if not isinstance(categories, list):
+        return None
+    found = [c for c in categories[:50] if isinstance(c, Mapping)]
+    primary = next((c for c in found if c.get("primary") is True), found[0] if found else None)
+    group = f.text(primary.get("id")) if primary is not None else None
+    return group.split("-", 1)[0] if group else None
 
 
 def _place(item: Mapping[str, Any]) -> Place:

@@ -10,7 +10,8 @@ knows is ``unknown``: never an error.
 
 Each vocabulary's words are matched case-insensitively; ``*`` after a ``/`` matches
 any value of that part (``highway/*``), ``*`` alone any value, and ``a-b`` a number
-in that range (Nominatim's ``place_rank``). A field whose value is a list (Google's
+in that range (Nominatim's ``place_rank``); a boolean is its JSON word, ``true`` or
+``false``. A field whose value is a list (Google's
 ``types``) takes the finest precision any of its words gives.
 
 :func:`render_markdown` draws the tables of ``docs/providers.md`` (a test keeps the
@@ -70,7 +71,9 @@ class Vocabulary:
         return self._one(value)
 
     def _one(self, value: object) -> Precision | None:
-        if isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, bool):  # a flag (HERE's houseNumberFallback): its JSON word
+            value = "true" if value else "false"
+        if isinstance(value, int):
             return self._in_range(value)
         if not isinstance(value, str) or not value:
             return None
@@ -144,6 +147,18 @@ _NOMINATIM_CLASS: dict[str, str] = {
 }
 _NOMINATIM_RANK: dict[str, str] = {"28-30": "address", "26-27": "street", "13-25": "locality",
                    "5-12": "region", "4": "country"}
+
+# ArcGIS's POI types (its category names) of named places that are no part of an address:
+# the Land Features and Water Features categories, and parks.
+_ARCGIS_FEATURES: dict[str, str] = _words("feature", *(f"POI/{w}" for w in (
+    "Atoll", "Basin", "Butte", "Canyon", "Cape", "Cave", "Cliff", "Continent", "Desert", "Dune",
+    "Flat", "Forest", "Glacier", "Grassland", "Hill", "Island", "Isthmus", "Lava", "Marsh",
+    "Meadow", "Mesa", "Mountain", "Mountain Range", "Oasis", "Other Land Feature", "Peninsula",
+    "Plain", "Plateau", "Ravine", "Ridge", "Rock", "Scrubland", "Swamp", "Valley", "Volcano",
+    "Wetland", "Bay", "Canal", "Channel", "Cove", "Delta", "Estuary", "Fjord", "Gulf",
+    "Lagoon", "Lake", "Ocean", "Other Water Feature", "Reef", "Reservoir", "River", "Sea",
+    "Sound", "Spring", "Strait", "Stream", "Waterfall", "Park", "Nature Reserve",
+    "National Park", "Garden")))
 
 #: Each provider's vocabularies, in the order its parser consults them.
 VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
@@ -235,8 +250,10 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
     "mapbox": (
         Vocabulary("coordinates.accuracy", {
             **_words("address", "rooftop", "parcel", "point", "proximate"),
-            "interpolated": "interpolated", **_words("street", "street", "intersection")},
-            "address features only; approximate is left to feature_type"),
+            "interpolated": "interpolated", **_words("street", "street", "intersection"),
+            "approximate": "postcode"},
+            "address features only; approximate: the address placed at its 9-digit (ZIP+4) "
+            "postcode's centroid"),
         Vocabulary("feature_type", {
             **_words("address", "address", "secondary_address"),
             **_words("street", "street", "block"), "postcode": "postcode",
@@ -244,6 +261,12 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
             **_words("region", "district", "region"), "country": "country"}),
     ),
     "here": (
+        Vocabulary("categories[].id", {"350": "feature"},
+                   "the first part of a place's primary category: 350 is HERE's 'Natural and "
+                   "Geographical' (a lake, a mountain, a forest); other places are POIs"),
+        Vocabulary("houseNumberFallback", {"true": "street"},
+                   "the house number asked for was not found and the nearest known one was "
+                   "answered: another house on the right street (shown only when true)"),
         Vocabulary("houseNumberType", {"PA": "address", "MPA": "address",
                                        "interpolated": "interpolated"},
                    "PA: a point address"),
@@ -258,6 +281,9 @@ VOCABULARIES: Mapping[str, tuple[Vocabulary, ...]] = MappingProxyType({
             "administrativeArea": "region"}),
     ),
     "arcgis": (
+        Vocabulary("Addr_type/Type", _ARCGIS_FEATURES,
+                   "a POI is a business or landmark at its own point, unless its Type is one of "
+                   "ArcGIS's Land Features or Water Features, or a park"),
         Vocabulary("Addr_type", {
             **_words("address", "PointAddress", "Subaddress", "BuildingName", "Parcel", "POI"),
             **_words("interpolated", "StreetAddress", "StreetAddressExt", "DistanceMarker"),

@@ -151,6 +151,22 @@ def test_the_map_shows_hostile_text_as_text_not_html() -> None:
         assert not [t for t in texts if "<" in t]
 
 
+def test_the_map_opens_on_every_point_it_draws() -> None:
+    """Addresses across a country: the map opened at zoom 12 on the median lat and the
+    median lon (a spot in the mountains between Oslo, Bergen and Tromsø), no point in
+    sight; it now fits the drawn points (matches and too-coarse ones), as gdf.explore()."""
+    pytest.importorskip("folium")
+    df = pd.DataFrame({"address": ["Karl Johans gate 1, Oslo", "Bryggen, Bergen", "Tromsø"]})
+    outcomes = [Match(10.7522, 59.9139, "Oslo", "sim", precision="address"),
+                Match(5.3240, 60.3975, "Bergen", "sim", precision="street"),
+                Match(18.9553, 69.6492, "Tromsø", "sim", precision="locality")]
+    shown = outcomes_frame(df, outcomes, min_precision="street").geocode.explore()
+    bounds = shown.map.get_bounds()
+    assert bounds == [[59.9139, 5.324], [69.6492, 18.9553]]  # the coarse Tromsø included
+    page = shown.map.get_root().render()
+    assert "fitBounds" in page and "[[59.9139, 5.324], [69.6492, 18.9553]]" in page
+
+
 def test_explore_without_the_map_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "folium", None)  # an import of it now fails
     with pytest.raises(ConfigurationError, match=r"pip install 'geotoolkit\[map\]'"):

@@ -112,6 +112,22 @@ def test_a_failed_write_leaves_the_previous_file_untouched(
     assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]
 
 
+def test_object_columns_of_one_kind_keep_their_values_in_geoparquet(tmp_path: Path) -> None:
+    """A column of yes/no with blanks (``pd.read_csv`` gives object: True, False, NaN), or
+    whole numbers with a gap, was written as text: "True"/"False" (both truthy), "1"."""
+    result = _result()
+    result.insert(1, "verified", [True, False, None, True])
+    result.insert(2, "floor", np.array([1, None, 3, 12], dtype=object))
+    result.insert(3, "mixed", [1, "a", None, 2.5])  # no one kind: text, as before
+    write_results(result, tmp_path / "out.parquet")
+    back = gpd.read_parquet(tmp_path / "out.parquet")
+    assert back["verified"].tolist()[:2] == [True, False] and pd.isna(back.loc[20, "verified"])
+    assert back.loc[back["verified"].fillna(False).astype(bool)].index.tolist() == [30, 40]
+    assert back["floor"].tolist()[0] == 1 and back.loc[40, "floor"] == 12
+    assert isinstance(back.loc[40, "floor"], int | np.integer) and pd.isna(back.loc[10, "floor"])
+    assert back["mixed"].tolist()[:2] == ["1", "a"]
+
+
 @pytest.mark.parametrize(("name", "column"), [
     ("out.gpkg", pd.to_timedelta([1, 2, 3, 4], unit="s")),   # GDAL has no such field
     ("out.gpkg", np.array([2**64 - 1, 0, 1, 2], dtype="uint64")),  # too large for its integers

@@ -185,6 +185,62 @@ def test_failures_go_on_only_when_fallback_on_says_so() -> None:
         assert passed.loc["r0", "geocode_status"] == "matched" and up.queries == ["vaduz"]
 
 
+# The first provider places a Landstrasse in Chur (Switzerland) and a Zollstrasse on Null
+# Island; the second finds both in Liechtenstein, but puts "Vaduz" in Zurich.
+WRONG_PLACES = {"Landstrasse 19, Schaan": (9.53, 46.85, "address"),
+                "Zollstrasse 2, Vaduz": (0.0, 0.0, "address"),
+                "Vaduz": (9.5215, 47.1415, "locality")}
+RIGHT_PLACES = {"Landstrasse 19, Schaan": (9.5096, 47.1651, "address"),
+                "Zollstrasse 2, Vaduz": (9.52, 47.14, "address"),
+                "Vaduz": (8.55, 47.37, "address")}
+
+
+def test_a_match_the_checks_refuse_is_a_failure_for_the_chain_too() -> None:
+    """A point outside ``country`` (or on Null Island) ends its row as ``failed``: the chain
+    passes it on when ``fallback_on`` has "failed", and never prefers it to a usable
+    answer of another stage (it used to count as a match there, so the next provider was
+    never asked and a valid too-coarse point was dropped for an invalid one)."""
+    df = frame(["Landstrasse 19, Schaan", "Zollstrasse 2, Vaduz", "Vaduz"])
+    with gazetteers(WRONG_PLACES, RIGHT_PLACES) as (first, second):
+        chain = [first.provider(), second.provider()]
+        job = FrameJob(df, Columns("address", country="LI"), GeocodeOptions(
+            provider=chain, gate="memory://", cache=False, min_precision="street",
+            fallback_on=("no_match", "too_coarse", "failed")))
+        events: list[Event] = []
+        out = job.run_sync(events.append)
+        names = [f"nominatim@{first.url[7:]}", f"nominatim@{second.url[7:]}"]
+        assert sorted(second.queries) == ["landstrasse 19, schaan", "vaduz", "zollstrasse 2, vaduz"]
+        assert list(out["geocode_status"]) == ["matched", "matched", "too_coarse"]
+        tally = Tally()
+        for event in events:  # the panel counts each row once, as it ends
+            tally.update(event)
+        assert (tally.total, tally.done, tally.passed_on) == (3, 3, 3)
+        assert (tally.matched, tally.too_coarse, tally.failed) == (2, 1, 0)
+        assert list(out["geocode_provider"]) == [names[1], names[1], names[0]]
+        assert (out.loc["r2", "geocode_coarse_lon"], out.loc["r2", "geocode_coarse_lat"]) == (
+            9.5215, 47.1415)  # the valid town centre, not Zurich's "address"
+        second.queries.clear()
+        kept = FrameJob(df, Columns("address", country="LI"), GeocodeOptions(
+            provider=chain, gate="memory://", cache=False)).run_sync(None)
+        assert second.queries == []  # failures stay by default, as documented
+        assert list(kept["geocode_status"]) == ["failed", "failed", "matched"]
+        assert kept.loc["r0", "geocode_reason"].startswith("outside LI")
+
+
+def test_a_dead_letter_that_kept_one_providers_match_says_what_each_provider_said() -> None:
+    """A too-coarse (or refused) dead letter of a chain named only its own provider's
+    answer, where a no-match lists every provider's: the second's was lost."""
+    with gazetteers(WRONG_PLACES, RIGHT_PLACES) as (first, second):
+        out = FrameJob(frame(["Vaduz"]), Columns("address", country="LI"), GeocodeOptions(
+            provider=[first.provider(), second.provider()], gate="memory://", cache=False,
+            min_precision="street")).run_sync(None)
+    names = [f"nominatim@{first.url[7:]}", f"nominatim@{second.url[7:]}"]
+    assert out.loc["r0", "geocode_status"] == "too_coarse"
+    assert out.loc["r0", "geocode_reason"] == (
+        f"{names[0]}: precision locality is coarser than street; "
+        f"{names[1]}: outside LI (Liechtenstein): (lon, lat) = (8.55, 47.37)")
+
+
 AGENT = "geotoolkit-tests/1.0 (tests@example.org)"
 
 

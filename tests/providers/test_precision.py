@@ -92,10 +92,26 @@ def test_the_docs_show_the_tables_as_generated() -> None:
     ("google", {"types": ["route", "postal_code"]}, "street"),  # the finest of the types
     ("here", {"resultType": "locality", "localityType": "postalCode"}, "postcode"),
     ("here", {"resultType": "houseNumber", "houseNumberType": "interpolated"}, "interpolated"),
+    # A HERE place in its "Natural and Geographical" categories (350-...): a lake, a peak.
+    ("here", {"resultType": "place", "categories[].id": "350"}, "feature"),
+    ("here", {"resultType": "place", "categories[].id": "100"}, "address"),  # a restaurant
+    # HERE answered the nearest known house instead of the one asked: the right street only.
+    ("here", {"resultType": "houseNumber", "houseNumberType": "PA", "houseNumberFallback": True},
+     "street"),
+    ("here", {"resultType": "houseNumber", "houseNumberType": "PA", "houseNumberFallback": False},
+     "address"),
     ("arcgis", {"Addr_type": "Locality", "Type": "State or Province"}, "region"),
     ("arcgis", {"Addr_type": "StreetAddress"}, "interpolated"),
     ("arcgis", {"Addr_type": "MGRS"}, "unknown"),
-    ("mapbox", {"coordinates.accuracy": "approximate", "feature_type": "address"}, "address"),
+    # A POI is a business or a landmark at its own point, or a mountain, a lake, a park:
+    # ArcGIS's Type tells them apart (its Land Features and Water Features categories).
+    ("arcgis", {"Addr_type/Type": "POI/Mountain", "Addr_type": "POI", "Type": "Mountain"},
+     "feature"),
+    ("arcgis", {"Addr_type/Type": "POI/Lake", "Addr_type": "POI", "Type": "Lake"}, "feature"),
+    ("arcgis", {"Addr_type/Type": "POI/Park", "Addr_type": "POI", "Type": "Park"}, "feature"),
+    ("arcgis", {"Addr_type/Type": "POI/Museum", "Addr_type": "POI", "Type": "Museum"}, "address"),
+    # Mapbox v6: "approximate" places an address at its 9-digit (ZIP+4) postcode's centroid
+    ("mapbox", {"coordinates.accuracy": "approximate", "feature_type": "address"}, "postcode"),
     ("photon", {"type": "other", "osm_key/osm_value": "place/postcode"}, "postcode"),
     ("pelias", {"match_type": "fallback", "layer": "street"}, "street"),
     ("census", {"addressMatches[]": "match"}, "interpolated"),

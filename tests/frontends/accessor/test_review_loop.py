@@ -141,3 +141,30 @@ def test_results_with_precision_survive_the_geopackage_and_geoparquet(
     again = read_results(tmp_path / "out.gpkg")
     assert list(again["geocode_status"]) == list(result["geocode_status"])  # the rows' order
     assert list(again.index) == list(result.index)
+
+
+def test_a_spreadsheet_round_trip_changes_only_what_the_analyst_edited(
+        server: Gazetteer, options: dict[str, Any], tmp_path: Path) -> None:
+    """read_csv gives back other types than the result's: a postcode "0155" as 155, a date
+    as text, a whole number with a gap as float, a category as text. Those cells came
+    back into the result as such (the postcode's zero lost, the columns object) and every
+    row of the sheet counted as fixed; only the analyst's edit is a change now."""
+    df = pd.DataFrame({"address": pd.array(ROWS, dtype="string"),
+                       "zip": pd.array(["0154", "0155", "0156", "0157", "0158"], dtype="string"),
+                       "floor": pd.array([1, 2, None, 4, 5], dtype="Int64"),
+                       "kind": pd.Categorical(["home", "shop", "home", "shop", "home"]),
+                       "seen": pd.to_datetime(["2024-01-0" + str(d) for d in range(1, 6)])},
+                      index=pd.Index(["a", "b", "c", "d", "e"], name="key"))
+    result = df.geocode.run(**options)
+    sheet = tmp_path / "letters.csv"
+    result.geocode.dead_letters().to_csv(sheet)
+    edited = pd.read_csv(sheet, index_col=0)
+    edited.loc["b", "address"] = "Landstrasse 19, 9494 Schaan"
+    merged = result.geocode.retry(edited, **options)
+    assert merged.loc["b", "geocode_status"] == "matched"
+    assert list(merged["geocode_fixed"]) == [False, True, False, False, False]
+    assert list(merged["zip"]) == ["0154", "0155", "0156", "0157", "0158"]
+    for name in df.columns:
+        assert merged[name].dtype == result[name].dtype, name
+    pd.testing.assert_frame_equal(merged[list(df.columns)].drop(index="b"),
+                                  result[list(df.columns)].drop(index="b"))
