@@ -169,7 +169,7 @@ def test_the_map_opens_on_every_point_it_draws() -> None:
 
 def test_explore_without_the_map_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "folium", None)  # an import of it now fails
-    with pytest.raises(ConfigurationError, match=r"pip install 'geotoolkit\[map\]'"):
+    with pytest.raises(ConfigurationError, match=r"pip install -e '\.\[map\]' in geotoolkit's checkout"):
         explore(_result(), _result().geocode.dead_letters())
 
 
