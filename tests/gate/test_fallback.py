@@ -435,42 +435,40 @@ def _elsewhere(url: str, *, db: str | None = None, user: str | None = None) -> s
     return urlunsplit(parts._replace(netloc=netloc, path=f"/{db}" if db else parts.path))
 
 
+def _stops_the_run(url: str, match: str | None = None) -> GateError:
+    """A gate on ``url`` refuses its first reservation for good: the ``GateError`` (matching
+    ``match``), permanent, with no ``GateUnavailableWarning`` before it (no pacing alone at
+    25 % meanwhile)."""
+    from geotoolkit.gate import open_gate
+
+    gate = open_gate(url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", GateUnavailableWarning)
+            with pytest.raises(GateError, match=match) as info:
+                gate.reserve(KEY, 0.1)
+    finally:
+        gate.close()
+    assert info.value.permanent
+    return info.value
+
+
 @pytest.mark.parametrize("setting", ["db index", "acl user"])
 def test_a_redis_that_refuses_a_setting_stops_the_run_instead_of_pacing_alone(
         redis_url: str, setting: str) -> None:
     """A db index Redis does not have, or an ACL user it does not know, is no outage: the
     gate used to warn and pace this process alone at 25 % for the whole run (every worker
     on the key alike, none of them coordinated). The error is raised, before any send."""
-    from geotoolkit.gate import open_gate
-
     url = (_elsewhere(redis_url, db="99") if setting == "db index"
            else _elsewhere(redis_url, user="geotoolkit-nobody:hunter2pw"))
-    gate = open_gate(url)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", GateUnavailableWarning)  # no fallback
-            with pytest.raises(GateError) as info:
-                gate.reserve(KEY, 0.1)
-    finally:
-        gate.close()
-    assert info.value.permanent
-    assert "hunter2pw" not in str(info.value)
+    error = _stops_the_run(url)
+    assert "hunter2pw" not in str(error)
 
 
 def test_a_postgres_database_that_does_not_exist_stops_the_run(postgres_dsn: str) -> None:
-    from geotoolkit.gate import open_gate
-
     if "://" not in postgres_dsn:
         pytest.skip("a key=value DSN")
-    gate = open_gate(_elsewhere(postgres_dsn, db="geotoolkit_no_such_database"))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", GateUnavailableWarning)
-            with pytest.raises(GateError, match="does not exist") as info:
-                gate.reserve(KEY, 0.1)
-    finally:
-        gate.close()
-    assert info.value.permanent
+    _stops_the_run(_elsewhere(postgres_dsn, db="geotoolkit_no_such_database"), match="does not exist")
 
 
 def test_a_setting_refused_after_the_store_answered_degrades_as_an_outage() -> None:
@@ -501,22 +499,14 @@ def test_a_redis_read_only_replica_stops_the_run_instead_of_pacing_alone(redis_s
     pointing a run at a replica). It is a setting no retry heals, like a wrong db index."""
     import redis
 
-    from geotoolkit.gate import open_gate
-
     redis_server.start()
     admin = redis.Redis.from_url(redis_server.url)
     # A replica of a primary that is not there: read-only from now on.
     admin.replicaof("127.0.0.1", redis_server.port + 1 if redis_server.port < 65535 else 1)
-    gate = open_gate(redis_server.url)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", GateUnavailableWarning)
-            with pytest.raises(GateError, match="read only replica") as info:
-                gate.reserve(KEY, 0.1)
+        _stops_the_run(redis_server.url, match="read only replica")
     finally:
-        gate.close()
         admin.close()
-    assert info.value.permanent
 
 
 def _serves_ssl(dsn: str) -> bool:
@@ -546,21 +536,11 @@ def test_a_postgres_that_can_never_serve_the_gate_stops_the_run(
     retry heals them: the error is raised."""
     from urllib.parse import urlencode
 
-    from geotoolkit.gate import open_gate
-
     if "://" not in postgres_dsn:
         pytest.skip("a key=value DSN")
     if setting.get("sslmode") == "require" and _serves_ssl(postgres_dsn):
         pytest.skip("this server has SSL")
-    gate = open_gate(f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}{urlencode(setting)}")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", GateUnavailableWarning)
-            with pytest.raises(GateError) as info:
-                gate.reserve(KEY, 0.1)
-    finally:
-        gate.close()
-    assert info.value.permanent
+    _stops_the_run(f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}{urlencode(setting)}")
 
 
 def test_a_redis_cluster_node_stops_the_run_saying_the_gate_needs_a_standalone_redis(
@@ -573,8 +553,6 @@ def test_a_redis_cluster_node_stops_the_run_saying_the_gate_needs_a_standalone_r
 
     import redis
 
-    from geotoolkit.gate import open_gate
-
     with socket.socket() as sock:  # the cluster bus's port (by default the port + 10000)
         sock.bind(("127.0.0.1", 0))
         bus = sock.getsockname()[1]
@@ -583,16 +561,10 @@ def test_a_redis_cluster_node_stops_the_run_saying_the_gate_needs_a_standalone_r
     admin = redis.Redis.from_url(redis_server.url)
     admin.execute_command("CLUSTER", "ADDSLOTS", *range(16384))  # ADDSLOTSRANGE: Redis 7 only
     assert redis_server.wait_for_log(b"Cluster state changed: ok")
-    gate = open_gate(redis_server.url)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", GateUnavailableWarning)
-            with pytest.raises(GateError, match="Redis Cluster") as info:
-                gate.reserve(KEY, 0.1)
+        _stops_the_run(redis_server.url, match="Redis Cluster")
     finally:
-        gate.close()
         admin.close()
-    assert info.value.permanent
 
 
 def test_a_redis_that_runs_no_scripts_stops_the_run_saying_so(redis_server: Any) -> None:
@@ -600,18 +572,9 @@ def test_a_redis_that_runs_no_scripts_stops_the_run_saying_so(redis_server: Any)
     a managed Redis with scripting disabled) answers every gate call "unknown command":
     the gate warned and paced every worker alone at 25 % for the whole run (found by
     pointing a run at a Sentinel). It stops the run, saying what the gate needs."""
-    from geotoolkit.gate import open_gate
 
     redis_server.start("--rename-command", "EVALSHA", "", "--rename-command", "EVAL", "")
-    gate = open_gate(redis_server.url)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", GateUnavailableWarning)
-            with pytest.raises(GateError, match="Lua scripts") as info:
-                gate.reserve(KEY, 0.1)
-    finally:
-        gate.close()
-    assert info.value.permanent
+    _stops_the_run(redis_server.url, match="Lua scripts")
 
 
 def test_listing_the_keys_of_a_redis_without_scan_says_it_may_be_a_sentinel(
