@@ -40,7 +40,7 @@ from fleet import raise_priority  # noqa: E402  (the paths above first)
 from fleetbench.cell import child_env  # noqa: E402
 from fleetbench.loop import LoopArgs  # noqa: E402
 from fleetbench.measure import refusals  # noqa: E402
-from fleetbench.spec import ALL_LIMITERS  # noqa: E402
+from fleetbench.spec import ALL_LIMITERS, limiter_names  # noqa: E402
 from fleetbench.target import FLEET, Arrival, Target  # noqa: E402
 
 #: From the launch to the schedule's start: every loop has imported httpx and opened its
@@ -90,10 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=300, help="successes per run")
     p.add_argument("--repeat", type=int, default=3, help="runs per limiter and margin")
     args = p.parse_args(argv)
-    limiters = [name for name in args.limiters.split(",") if name]
-    unknown = [name for name in limiters if name not in ALL_LIMITERS]
-    if unknown:
-        p.error(f"unknown limiters: {', '.join(unknown)}")
+    try:
+        limiters = limiter_names(args.limiters)
+    except ValueError as exc:
+        p.error(str(exc))
     margins = [float(x) for x in args.margins.split(",") if x]
     if args.k < 1 or args.rows < 1 or args.repeat < 1 or not all(0 <= m < 1 for m in margins):
         p.error("--k, --rows and --repeat must be >= 1, each margin in [0, 1)")

@@ -33,7 +33,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH_DIR.parent), str(BENCH_DIR)]
 
 from fleetbench.loop import LoopArgs, run_loop  # noqa: E402  (the paths above first)
-from fleetbench.spec import ALL_LIMITERS  # noqa: E402
+from fleetbench.spec import ALL_LIMITERS, limiter_names  # noqa: E402
 from fleetbench.target import FLEET, OTHER, Target  # noqa: E402
 
 
@@ -63,10 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--paces", default="5,5.3,5.6,6", help="the pacer's paces, comma-separated")
     p.add_argument("--seconds", type=float, default=25.0)
     args = p.parse_args(argv)
-    limiters = [name for name in args.limiters.split(",") if name]
-    unknown = [name for name in limiters if name not in ALL_LIMITERS]
-    if unknown:
-        p.error(f"unknown limiters: {', '.join(unknown)}")
+    try:
+        limiters = limiter_names(args.limiters)
+    except ValueError as exc:
+        p.error(str(exc))
     paces = [float(x) for x in args.paces.split(",") if x]
     print(f"# limit {args.rate:g}/s, the other client at {args.other:g}/s, {args.seconds:g} s each")
     print("limiter      pace  share  sent refused  share  | other sent refused")

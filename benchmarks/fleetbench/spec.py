@@ -22,6 +22,7 @@ __all__ = [
     "LimiterSpec",
     "Target",
     "default_rows",
+    "limiter_names",
     "target_of",
 ]
 
@@ -108,6 +109,23 @@ TRAEFIK_LIMITERS: dict[str, LimiterSpec] = {spec.name: spec for spec in (
 #: Every limiter by name: the simulator's, nginx's, HAProxy's and Traefik's.
 ALL_LIMITERS: dict[str, LimiterSpec] = {**LIMITERS, **NGINX_LIMITERS, **HAPROXY_LIMITERS,
                                         **TRAEFIK_LIMITERS}
+
+
+def limiter_names(text: str) -> list[str]:
+    """The limiters a comma-separated ``--limiters`` names; ``ValueError`` for any unknown.
+
+    >>> limiter_names("gcra-b0, nginx-ra-b0,")
+    ['gcra-b0', 'nginx-ra-b0']
+    >>> limiter_names("gcra-b9")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown limiters: gcra-b9
+    """
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in ALL_LIMITERS]
+    if unknown:
+        raise ValueError(f"unknown limiters: {', '.join(unknown)}")
+    return names
 
 
 @dataclass(frozen=True)
