@@ -1,6 +1,7 @@
-"""A PostgreSQL schema created once per version and marked on its table, and when a failed
-call dials again (``redial``). Stdlib only: the connection (psycopg's) is passed in, so the
-gate and the result store share this without depending on each other.
+"""A PostgreSQL schema created once per version and marked on its table, when a failed
+call dials again (``redial``), and a server's error as text (``error_text``). No driver:
+the connection (psycopg's) is passed in, so the gate and the result store share this
+without depending on each other.
 
 Every connection used to run its ``CREATE ... IF NOT EXISTS`` statements, which a user
 who may not create anything is refused even when all is in place. The statements' digest
@@ -16,7 +17,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ensure_schema", "redial", "refused_setting", "schema_mark"]
+from geotoolkit.redact import redact
+
+__all__ = ["ensure_schema", "error_text", "redial", "refused_setting", "schema_mark"]
 
 #: SQLSTATE insufficient_privilege: only a table's owner may comment on it.
 _NOT_OWNER = "42501"
@@ -110,3 +113,16 @@ def refused_setting(exc: BaseException) -> bool:
     """
     state = getattr(exc, "sqlstate", None) or ""
     return state.startswith(_REFUSED_STATES) or bool(_REFUSED_TEXT.search(str(exc)))
+
+
+def error_text(exc: BaseException, secrets: Sequence[str | None]) -> str:
+    r"""``exc`` as redacted text, without PostgreSQL's CONTEXT lines nor its position in
+    the statement (``LINE 2: <the SQL> ^``): the SQL that ran is the gate's or the cache's
+    own, not the user's.
+
+    >>> error_text(Exception("no schema\nLINE 2:   CREATE TABLE t (\n  ^\nHINT: h"), [])
+    'Exception: no schema\nHINT: h'
+    """
+    text = str(exc).split("\nCONTEXT:", 1)[0]
+    text = re.sub(r"\nLINE \d+:.*?(?=\n(?:DETAIL|HINT):|\Z)", "", text, flags=re.DOTALL)
+    return redact(f"{type(exc).__name__}: {text.strip()}", list(secrets))

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -59,7 +58,7 @@ from geotoolkit.gate.primitives import (
     describe,
 )
 from geotoolkit.gate.strategy import FleetGate
-from geotoolkit.pgschema import ensure_schema, redial, refused_setting
+from geotoolkit.pgschema import ensure_schema, error_text, redial, refused_setting
 from geotoolkit.redact import redact
 from geotoolkit.urls import bad_dsn, check_userinfo
 from geotoolkit.watchdog import Watchdog
@@ -113,18 +112,6 @@ def _deadlines(timeout_seconds: float) -> tuple[str, str]:
     lock, statement = (f"{min(_MAX_TIMEOUT_MS, max(1, math.ceil(timeout_seconds * share)))}ms"
                        for share in (900, 1000))
     return lock, statement
-
-
-def _error_text(exc: BaseException, secrets: list[str | None]) -> str:
-    r"""``exc`` as redacted text, without PostgreSQL's CONTEXT lines nor its position in
-    the statement (``LINE 2: <the SQL> ^``): the SQL that ran is the gate's own.
-
-    >>> _error_text(Exception("no schema\nLINE 2:   CREATE TABLE t (\n  ^\nHINT: h"), [])
-    'Exception: no schema\nHINT: h'
-    """
-    text = str(exc).split("\nCONTEXT:", 1)[0]
-    text = re.sub(r"\nLINE \d+:.*?(?=\n(?:DETAIL|HINT):|\Z)", "", text, flags=re.DOTALL)
-    return redact(f"{type(exc).__name__}: {text.strip()}", secrets)
 
 
 def _connect(dsn: str, timeout_seconds: float, watchdog: Watchdog) -> psycopg.Connection[Any]:
@@ -271,7 +258,7 @@ class PostgresStore(Primitives):
     # -- plumbing ---------------------------------------------------------------
 
     def _fail(self, action: str, exc: BaseException) -> NoReturn:
-        message = _error_text(exc, [self._password])
+        message = error_text(exc, [self._password])
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
         elif self._watchdog.fired:

@@ -33,7 +33,7 @@ from typing import Any, NoReturn, TypeVar
 import psycopg
 
 from geotoolkit.clock import Clock
-from geotoolkit.pgschema import ensure_schema, redial, refused_setting, schema_mark
+from geotoolkit.pgschema import ensure_schema, error_text, redial, refused_setting, schema_mark
 from geotoolkit.redact import redact
 from geotoolkit.results import Outcome
 from geotoolkit.store.base import (
@@ -166,8 +166,7 @@ class PostgresStore:
         self._watchdog = Watchdog(2 * self._timeout + 1.0)
 
     def _fail(self, exc: BaseException) -> NoReturn:
-        text = str(exc).split("\nCONTEXT:", 1)[0].strip()  # not the SQL that ran
-        message = redact(f"{type(exc).__name__}: {text}", [self._password])
+        message = error_text(exc, [self._password])  # not the SQL that ran
         if isinstance(exc, _TIMED_OUT):
             message += f" (after {self._timeout:g} s)"
         elif self._watchdog.fired:

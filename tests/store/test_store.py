@@ -271,3 +271,24 @@ def test_open_store_refuses_unknown_caches(bad: object) -> None:
     with pytest.raises(ConfigurationError) as info:
         open_store(bad)
     assert "pw-secret" not in str(info.value)
+
+
+def test_a_postgres_cache_error_shows_no_sql_of_the_caches_own(postgres_dsn: str) -> None:
+    """As the gate's (tests/gate/test_store_misbehaving.py): a cache whose ``search_path``
+    names no schema failed with PostgreSQL's position lines after the reason ("LINE 1:
+    CREATE TABLE IF NOT EXISTS ... ^"), which the command line printed. The two now share
+    one ``pgschema.error_text``."""
+    from urllib.parse import urlencode
+
+    from geotoolkit.store.postgres import PostgresStore
+
+    if "://" not in postgres_dsn:
+        pytest.skip("a key=value DSN")
+    setting = urlencode({"options": "-csearch_path=geotoolkit_no_such_schema"})
+    store = PostgresStore(f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}{setting}")
+    try:
+        with pytest.raises(StoreError, match="no schema has been selected") as info:
+            store.get_many(["nominatim|Städtle 38, Vaduz"])
+    finally:
+        store.close()
+    assert "LINE" not in str(info.value) and "CREATE" not in str(info.value)
