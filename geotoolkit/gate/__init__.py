@@ -69,6 +69,7 @@ def open_gate(
         if isinstance(url, Gate):
             return url
         raise ConfigurationError(f"gate must be a URL or a Gate, got {type(url).__name__}")
+    url = url.strip()  # an environment variable filled from a file ends in a newline
     check_userinfo(url, "gate")
     backend = backend_of(url)
     if backend == "memory":

@@ -83,7 +83,6 @@ class RedisStore(Primitives):
         if not (math.isfinite(key_ttl_seconds) and key_ttl_seconds > 0):
             raise ConfigurationError("key_ttl_seconds must be finite and > 0")
         timeout_seconds = check_timeout(timeout_seconds)
-        url = url.strip()  # as backend_of reads it (an environment variable from a file)
         check_userinfo(url, "Redis gate")
         _check_db_path(url)
         self.key_ttl_seconds = float(key_ttl_seconds)
@@ -281,7 +280,7 @@ def _check_db_path(url: str) -> None:
 give a number (redis://host:6379/0) or none
     """
     try:
-        parts = urlsplit(url.strip())
+        parts = urlsplit(url)
     except ValueError:
         return  # redis-py says what is wrong with it
     if parts.scheme.lower() not in ("redis", "rediss"):

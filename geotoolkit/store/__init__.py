@@ -73,6 +73,7 @@ def open_store(
             store: ResultStore = cache
             return store
         raise ConfigurationError(f"cache must be a URL, a path, None or False, got {cache!r}")
+    cache = cache.strip()  # an environment variable filled from a file ends in a newline
     check_userinfo(cache, "cache")
     backend = backend_of(cache)
     if backend == "memory":

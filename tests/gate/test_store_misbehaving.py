@@ -222,6 +222,29 @@ def test_a_redis_gate_url_with_whitespace_around_it_is_read_without_it(redis_url
         gate.close()
 
 
+def test_a_postgres_gate_and_cache_url_with_whitespace_around_it_is_read_without_it(
+        postgres_dsn: str) -> None:
+    """As for Redis, but the URL went whole to libpq, which refused it: "bad PostgreSQL
+    gate DSN ...: missing "=" after ..." (found in the review: the audit stripped the URL in
+    the Redis and SQLite adapters only). ``open_gate`` and ``open_store`` strip it once."""
+    from geotoolkit.gate import gate_key, open_gate
+    from geotoolkit.store import open_store
+
+    if "://" not in postgres_dsn:
+        pytest.skip("a key=value DSN")
+    gate = open_gate(f" {postgres_dsn}\n", fallback=False)
+    try:
+        assert gate.state(gate_key(f"gate-misbehaving-{id(gate)}.example", SECRET)).pause_remaining == 0
+    finally:
+        gate.close()
+    store = open_store(f" {postgres_dsn}\n")
+    assert store is not None
+    try:
+        assert store.get_many([f"nominatim|whitespace {id(store)}"]) == {}
+    finally:
+        store.close()  # type: ignore[attr-defined]
+
+
 def test_a_postgres_worker_with_a_schema_of_its_own_uses_the_gate_on_its_search_path(
         postgres_dsn: str) -> None:
     """The gate initialised in the team's schema (``geotoolkit gate init``), a worker's
