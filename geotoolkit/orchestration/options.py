@@ -30,7 +30,7 @@ from geotoolkit.providers.base import Provider
 from geotoolkit.providers.registry import resolve_provider
 from geotoolkit.redact import redact
 from geotoolkit.results import PRECISIONS, Precision
-from geotoolkit.store import DEFAULT_NO_MATCH_TTL_SECONDS
+from geotoolkit.store import DEFAULT_NO_MATCH_TTL_SECONDS, unknown_cache_url
 from geotoolkit.urls import backend_of, check_userinfo
 
 __all__ = ["CACHE_URL_ENV", "GATE_URL_ENV", "GeocodeOptions", "option_names", "with_options_signature"]
@@ -100,9 +100,7 @@ def _check_cache(cache: object) -> None:
             return
         check_userinfo(cache, "cache")
         if backend_of(cache) not in ("memory", "sqlite", "postgres"):
-            raise ConfigurationError(
-                f"unknown cache URL {redact(cache)!r}: use sqlite:///path, memory://, postgresql://... "
-                "or none (no cache); in Python also None (the default SQLite file) or False")
+            raise unknown_cache_url(cache)
         return
     if cache is True or not all(hasattr(cache, m) for m in _STORE_METHODS):
         raise ConfigurationError(

@@ -42,6 +42,7 @@ __all__ = [
     "StoreError",
     "default_store_path",
     "open_store",
+    "unknown_cache_url",
 ]
 
 
@@ -85,6 +86,16 @@ def open_store(
             from geotoolkit.store.postgres import PostgresStore
 
         return PostgresStore(cache, **options)
-    raise ConfigurationError(
+    raise unknown_cache_url(cache)
+
+
+def unknown_cache_url(cache: str) -> ConfigurationError:
+    """The refusal of a cache URL naming no store we know: what the flag and the option take.
+
+    >>> print(unknown_cache_url("sqlite:/c.sqlite"))
+    unknown cache URL 'sqlite:/c.sqlite': use sqlite:///path, memory://, postgresql://... or \
+none (no cache); in Python also None (the default SQLite file) or False
+    """
+    return ConfigurationError(
         f"unknown cache URL {redact(cache)!r}: use sqlite:///path, memory://, postgresql://... "
         "or none (no cache); in Python also None (the default SQLite file) or False")
