@@ -16,7 +16,7 @@ import csv
 import functools
 import io
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from types import MappingProxyType
@@ -33,6 +33,7 @@ __all__ = [
     "country_name",
     "in_country",
     "require_country",
+    "row_countries",
 ]
 
 #: Tolerance around a country's boxes, in degrees: the table is approximate.
@@ -125,6 +126,22 @@ def require_country(value: object) -> str:
         raise ConfigurationError(
             f"country must be an ISO 3166-1 alpha-2 code such as 'LI' or 'FR', got {value!r}")
     return code
+
+
+def row_countries(country: str | Sequence[object] | None, n: int) -> list[str | None]:
+    """One ISO code (or None: no country check) per row: one code for all, or one code or
+    country name per row (an unknown value skips the check).
+
+    >>> row_countries("li", 2), row_countries(["Liechtenstein", "nowhere"], 2)
+    (['LI', 'LI'], ['LI', None])
+    """
+    if country is None:
+        return [None] * n
+    if isinstance(country, str):
+        return [require_country(country)] * n
+    if len(country) != n:
+        raise ValueError(f"{len(country)} countries for {n} rows")
+    return [country_code(value) for value in country]
 
 
 def country_name(code: str) -> str:

@@ -17,7 +17,6 @@ import pandas as pd
 
 from geotoolkit.export import input_columns
 from geotoolkit.export.dtypes import PRECISION_DTYPE, is_result_dtype_column, result_dtypes
-from geotoolkit.orchestration.job import row_countries
 from geotoolkit.results import Match, Outcome, Place
 from geotoolkit.schema import (
     COARSE_COLUMNS,
@@ -26,7 +25,7 @@ from geotoolkit.schema import (
     REVIEW_COLUMNS,
     too_coarse,
 )
-from geotoolkit.validate import check_point
+from geotoolkit.validate import check_point, row_countries
 
 if TYPE_CHECKING:
     from geotoolkit.orchestration.job import Columns

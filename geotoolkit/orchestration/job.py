@@ -54,13 +54,13 @@ from geotoolkit.schema import STATUSES, final_status, passes_on, result_columns
 from geotoolkit.store import ResultStore, open_store
 from geotoolkit.store.base import AttemptLog, Attempts
 from geotoolkit.urls import backend_of
-from geotoolkit.validate import check_point, country_code, require_country
+from geotoolkit.validate import check_point, country_code, require_country, row_countries
 
 if TYPE_CHECKING:
     import geopandas as gpd
 
-__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "gate_backend", "refused_point",
-           "row_countries", "settle", "stage_names"]
+__all__ = ["COLUMN_ARGUMENTS", "Columns", "FrameJob", "gate_backend", "refused_point", "settle",
+           "stage_names"]
 
 #: Keyword arguments naming structured-address columns (``country`` may also be a code).
 COLUMN_ARGUMENTS = STRUCTURED_FIELDS
@@ -333,18 +333,6 @@ def _recorder(store: ResultStore | None) -> _Recorder | None:
 
 
 _RANK = {status: rank for rank, status in enumerate(STATUSES)}  # best first
-
-
-def row_countries(country: str | Sequence[object] | None, n: int) -> list[str | None]:
-    """One ISO code (or None: no country check) per row: one code for all, or one code or
-    country name per row (an unknown value skips the check)."""
-    if country is None:
-        return [None] * n
-    if isinstance(country, str):
-        return [require_country(country)] * n
-    if len(country) != n:
-        raise ValueError(f"{len(country)} countries for {n} rows")
-    return [country_code(value) for value in country]
 
 
 def refused_point(outcome: Outcome, country: str | None) -> str | None:
