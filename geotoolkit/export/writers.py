@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import geopandas as gpd
-import numpy as np
 import pandas as pd
 import pyogrio
 
@@ -57,12 +56,11 @@ def _plain(frame: pd.DataFrame, *, gdal: bool = True) -> pd.DataFrame:
 
 def _one_kind(column: pd.Series) -> str | None:
     """``"boolean"`` or ``"Int64"`` when every value of an object column that is not missing
-    is a bool, or a whole number; ``None`` otherwise (written as text)."""
-    values = [v for v in column.tolist() if not _missing(v)]
-    if values and all(isinstance(v, bool | np.bool_) for v in values):
+    is a bool, or a whole number that fits 64 bits; ``None`` otherwise (written as text)."""
+    kind = pd.api.types.infer_dtype(column, skipna=True)
+    if kind == "boolean":
         return "boolean"
-    if values and all(isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
-                      and -2**63 <= v < 2**63 for v in values):
+    if kind == "integer" and all(-2**63 <= v < 2**63 for v in column.dropna()):
         return "Int64"
     return None
 
